@@ -1,0 +1,1 @@
+"""The turngate service: a pure core inside transactional shells (see docs/architecture.md)."""

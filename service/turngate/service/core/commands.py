@@ -1,0 +1,81 @@
+"""What callers ask of a session. Durations are µs; policy values (grace, TTLs) come from settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turngate.service.core.enums import ToolCallStatus, TurnOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    turn_id: str
+    runner_id: str
+    lease_ttl: int
+    traceparent: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """`lease_ttl` None keeps the length chosen at admission."""
+
+    turn_id: str
+    generation: int
+    lease_ttl: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordToolCall:
+    turn_id: str
+    generation: int
+    call_id: str
+    name: str
+    status: ToolCallStatus
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordInteraction:
+    turn_id: str
+    generation: int
+    interaction_id: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveInteraction:
+    interaction_id: str
+    resolution: str
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    turn_id: str
+    generation: int
+    outcome: TurnOutcome
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """A Stop. Empty `expected_turn_id` stops whatever is active; `request_id` makes it idempotent.
+
+    `stop_grace` is how long a stopping turn has to settle; `memory_ttl` how long a tombstone and
+    a request_id's answer are kept.
+    """
+
+    expected_turn_id: str
+    reason: str
+    force: bool
+    request_id: str
+    stop_grace: int
+    memory_ttl: int
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """The watchdog's tick: settle whatever the clock says is due."""
+
+
+RunnerCommand = Heartbeat | RecordToolCall | RecordInteraction | Complete
+Command = Admit | RunnerCommand | ResolveInteraction | Cancel | Expire

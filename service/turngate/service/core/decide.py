@@ -1,0 +1,440 @@
+"""decide(state, command, now): every rule of the session state machine, once, with no I/O.
+
+The invariants (DESIGN.md §2) each have a home here:
+I1 single turn and I3 idempotent admission: `_admit`; I2 fencing: `_fenced`; I4 guarded Stop:
+`_cancel`/`_stop`; I5 Stop is a request: `_stop_active`; I6 one outcome and I7 nothing left open:
+`_settle`; I8 no resurrection and I10 one clock: `_settle_if_due`, run before every command;
+I9 ordered events: `_Draft.finish`; I12 late approval refused: `_resolve_interaction`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from turngate.service.core import limits
+from turngate.service.core.commands import (
+    Admit,
+    Cancel,
+    Command,
+    Complete,
+    Expire,
+    Heartbeat,
+    RecordInteraction,
+    RecordToolCall,
+    ResolveInteraction,
+)
+from turngate.service.core.enums import (
+    Directive,
+    ErrorReason,
+    InteractionStatus,
+    SettledBy,
+    ToolCallStatus,
+    TurnOutcome,
+    TurnPhase,
+)
+from turngate.service.core.events import (
+    Event,
+    EventBody,
+    InteractionChanged,
+    StopRequested,
+    ToolCallChanged,
+    TurnAdmitted,
+    TurnSettled,
+)
+from turngate.service.core.model import ActiveTurn, RequestMemo, Session
+from turngate.service.core.records import Interaction, SettledTurn, StopRequest, ToolCall
+from turngate.service.core.replies import (
+    Admitted,
+    Cancelled,
+    CancelReply,
+    CompleteReply,
+    HeartbeatReply,
+    Idle,
+    InteractionReply,
+    Mismatch,
+    Refusal,
+    Reply,
+    Swept,
+    ToolCallReply,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The new document, the events to append (already numbered) and the caller's answer.
+
+    `changed` False means the store writes nothing.
+    """
+
+    state: Session
+    events: tuple[Event, ...]
+    reply: Reply
+    changed: bool
+
+
+def decide(state: Session, command: Command, now: int) -> Decision:
+    draft = _Draft(state, now)
+    swept = _settle_if_due(draft)
+    match command:
+        case Admit():
+            reply: Reply = _admit(draft, command)
+        case Heartbeat():
+            reply = _heartbeat(draft, command)
+        case RecordToolCall():
+            reply = _record_tool_call(draft, command)
+        case RecordInteraction():
+            reply = _record_interaction(draft, command)
+        case ResolveInteraction():
+            reply = _resolve_interaction(draft, command)
+        case Complete():
+            reply = _complete(draft, command)
+        case Cancel():
+            reply = _cancel(draft, command)
+        case Expire():
+            reply = Swept(settled=swept)
+    return draft.finish(reply)
+
+
+@dataclass(slots=True)
+class _Draft:
+    """The document being changed and the event bodies emitted so far, in order."""
+
+    original: Session
+    now: int
+    state: Session = field(init=False)
+    bodies: list[EventBody] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.state = self.original
+
+    def emit(self, body: EventBody) -> None:
+        self.bodies.append(body)
+
+    def set_active(self, turn: ActiveTurn) -> None:
+        self.state = replace(self.state, active=turn)
+
+    def finish(self, reply: Reply) -> Decision:
+        if self.state is self.original and not self.bodies:
+            return Decision(self.original, (), reply, changed=False)
+        first = self.state.next_seq
+        events = tuple(Event(first + i, self.now, body) for i, body in enumerate(self.bodies))
+        state = replace(
+            self.state,
+            next_seq=first + len(events),
+            tombstones=_unexpired(self.state.tombstones, self.now, lambda exp: exp),
+            requests=_unexpired(self.state.requests, self.now, lambda memo: memo.expires_at),
+        )
+        return Decision(state, events, reply, changed=True)
+
+
+_V = TypeVar("_V")
+
+
+def _unexpired(entries: Mapping[str, _V], now: int, expiry: Callable[[_V], int]) -> dict[str, _V]:
+    return {key: value for key, value in entries.items() if expiry(value) > now}
+
+
+def _keep_last(entries: Mapping[str, _V], key: str, value: _V, bound: int) -> dict[str, _V]:
+    """entries with key set last, dropping the oldest so at most `bound` remain."""
+    kept = {k: v for k, v in entries.items() if k != key}
+    kept[key] = value
+    return dict(list(kept.items())[-bound:])
+
+
+# --- the clock (I8, I10) -------------------------------------------------------------------
+
+
+def _settle_if_due(draft: _Draft) -> bool:
+    """Settles the active turn if one of its deadlines has passed at `now`, whoever is asking."""
+    turn = draft.state.active
+    if turn is None or draft.now < turn.deadline():
+        return False
+    stop_first = turn.stop is not None and turn.stop.deadline <= turn.lease_expires_at
+    _settle(draft, TurnOutcome.CANCELLED if stop_first else TurnOutcome.LOST, SettledBy.WATCHDOG)
+    return True
+
+
+# --- settlement (I6, I7) -------------------------------------------------------------------
+
+
+def _settle(draft: _Draft, outcome: TurnOutcome, settled_by: SettledBy, error: str = "") -> SettledTurn:
+    """Ends the active turn with its one outcome, closing everything it left open."""
+    turn = draft.state.active
+    assert turn is not None
+    now = draft.now
+    interrupted: list[str] = []
+    for call_id, call in turn.tool_calls.items():
+        if call.status is ToolCallStatus.OPEN:
+            closed = replace(call, status=ToolCallStatus.INTERRUPTED, closed_at=now)
+            draft.emit(ToolCallChanged(turn.turn_id, turn.generation, call_id, closed))
+            interrupted.append(call_id)
+    _, cancelled = _cancel_pending(draft, turn)
+    settled = SettledTurn(
+        turn_id=turn.turn_id,
+        runner_id=turn.runner_id,
+        generation=turn.generation,
+        outcome=outcome,
+        settled_by=settled_by,
+        admitted_at=turn.admitted_at,
+        settled_at=now,
+        stop_requested=turn.stop is not None,
+        stop_reason=turn.stop.reason if turn.stop else "",
+        error=error,
+    )
+    draft.emit(TurnSettled(settled, tuple(interrupted), cancelled, turn.traceparent))
+    recent = (*draft.state.recent, settled)[-limits.RECENT_TURNS :]
+    draft.state = replace(draft.state, active=None, recent=recent)
+    return settled
+
+
+def _cancel_pending(draft: _Draft, turn: ActiveTurn) -> tuple[ActiveTurn, tuple[str, ...]]:
+    """Cancels the turn's pending interactions (with events); returns the turn and their ids."""
+    cancelled: dict[str, Interaction] = {
+        iid: replace(it, status=InteractionStatus.CANCELLED, closed_at=draft.now)
+        for iid, it in turn.interactions.items()
+        if it.status is InteractionStatus.PENDING
+    }
+    for iid, it in cancelled.items():
+        draft.emit(InteractionChanged(turn.turn_id, turn.generation, iid, it))
+    return replace(turn, interactions={**turn.interactions, **cancelled}), tuple(cancelled)
+
+
+# --- admission (I1, I2, I3, I4) ------------------------------------------------------------
+
+
+def _admit(draft: _Draft, cmd: Admit) -> Reply:
+    state, now = draft.state, draft.now
+    if _tombstoned(state, cmd.turn_id, now):
+        return Refusal(ErrorReason.TURN_CANCELLED, f"turn {cmd.turn_id} was cancelled before it started")
+    active = state.active
+    if active is not None and active.turn_id == cmd.turn_id:
+        if active.runner_id != cmd.runner_id:
+            return _refusal_about(
+                active,
+                ErrorReason.TURN_OWNED_BY_OTHER_RUNNER,
+                f"turn {cmd.turn_id} is run by another runner",
+                now,
+            )
+        return Admitted(
+            active.turn_id, active.generation, active.lease_expires_at, active.lease_ttl // 3, replayed=True
+        )
+    settled = state.settled(cmd.turn_id)
+    if settled is not None:
+        return Refusal(
+            ErrorReason.TURN_ALREADY_SETTLED,
+            f"turn {cmd.turn_id} already settled {settled.outcome.name}",
+            settled_outcome=settled.outcome,
+        )
+    if active is not None:
+        if active.phase is TurnPhase.STOPPING:
+            return _refusal_about(
+                active, ErrorReason.SESSION_STOPPING, f"session is stopping turn {active.turn_id}", now
+            )
+        return _refusal_about(
+            active, ErrorReason.SESSION_TURN_IN_USE, f"session is running turn {active.turn_id}", now
+        )
+    generation = max(state.generation + 1, now)
+    turn = ActiveTurn(
+        turn_id=cmd.turn_id,
+        runner_id=cmd.runner_id,
+        generation=generation,
+        phase=TurnPhase.RUNNING,
+        admitted_at=now,
+        lease_ttl=cmd.lease_ttl,
+        lease_expires_at=now + cmd.lease_ttl,
+        traceparent=cmd.traceparent,
+    )
+    draft.state = replace(state, active=turn, generation=generation)
+    draft.emit(
+        TurnAdmitted(turn.turn_id, turn.runner_id, generation, now, turn.lease_expires_at, turn.traceparent)
+    )
+    return Admitted(turn.turn_id, generation, turn.lease_expires_at, cmd.lease_ttl // 3, replayed=False)
+
+
+def _tombstoned(state: Session, turn_id: str, now: int) -> bool:
+    expires_at = state.tombstones.get(turn_id)
+    return expires_at is not None and expires_at > now
+
+
+_RETRYABLE = frozenset({ErrorReason.SESSION_TURN_IN_USE, ErrorReason.SESSION_STOPPING})
+
+
+def _refusal_about(active: ActiveTurn, reason: ErrorReason, message: str, now: int) -> Refusal:
+    """A refusal naming the active turn; a retryable one says when the session will have changed."""
+    return Refusal(
+        reason,
+        message,
+        active_turn_id=active.turn_id,
+        active_phase=active.phase,
+        active_lease_expires_at=active.lease_expires_at,
+        retry_after=max(0, active.deadline() - now) if reason in _RETRYABLE else None,
+    )
+
+
+# --- the runner's writes (I2) --------------------------------------------------------------
+
+
+def _fenced(state: Session, turn_id: str, generation: int) -> ActiveTurn | None:
+    """The active turn if the presented pair is its own; None for a stale or foreign lease."""
+    active = state.active
+    if active is None or active.turn_id != turn_id or active.generation != generation:
+        return None
+    return active
+
+
+def _recorded_settlement(state: Session, turn_id: str, generation: int) -> SettledTurn | None:
+    settled = state.settled(turn_id)
+    return settled if settled is not None and settled.generation == generation else None
+
+
+def _not_active(turn_id: str) -> Refusal:
+    return Refusal(ErrorReason.TURN_NOT_ACTIVE, f"turn {turn_id} with this generation is not active")
+
+
+def _limit(limit: str, bound: int) -> Refusal:
+    return Refusal(ErrorReason.LIMIT_EXCEEDED, f"at most {bound} {limit.replace('_', ' ')}", limit=limit)
+
+
+def _heartbeat(draft: _Draft, cmd: Heartbeat) -> HeartbeatReply:
+    turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
+    if turn is None:
+        settled = _recorded_settlement(draft.state, cmd.turn_id, cmd.generation)
+        return HeartbeatReply(Directive.ABANDON, settled_outcome=settled.outcome if settled else None)
+    turn = replace(turn, lease_expires_at=draft.now + (cmd.lease_ttl or turn.lease_ttl))
+    draft.set_active(turn)
+    if turn.stop is None:
+        return HeartbeatReply(Directive.CONTINUE, turn.lease_expires_at)
+    return HeartbeatReply(Directive.STOP, turn.lease_expires_at, turn.stop.deadline, turn.stop.reason)
+
+
+def _record_tool_call(draft: _Draft, cmd: RecordToolCall) -> Reply:
+    turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
+    if turn is None:
+        return _not_active(cmd.turn_id)
+    opening = cmd.status is ToolCallStatus.OPEN
+    existing = turn.tool_calls.get(cmd.call_id)
+    if existing is not None:
+        if opening or existing.status is not ToolCallStatus.OPEN:
+            return ToolCallReply(cmd.call_id, existing, "", recorded=False)
+        call = replace(existing, status=cmd.status, closed_at=draft.now)
+    else:
+        if len(turn.tool_calls) >= limits.MAX_TOOL_CALLS:
+            return _limit("tool_calls_per_turn", limits.MAX_TOOL_CALLS)
+        open_count = sum(1 for c in turn.tool_calls.values() if c.status is ToolCallStatus.OPEN)
+        if opening and open_count >= limits.MAX_OPEN_TOOL_CALLS:
+            return _limit("open_tool_calls", limits.MAX_OPEN_TOOL_CALLS)
+        call = ToolCall(cmd.name, cmd.status, draft.now, None if opening else draft.now)
+    error = cmd.error if cmd.status is ToolCallStatus.FAILED else ""
+    draft.set_active(replace(turn, tool_calls={**turn.tool_calls, cmd.call_id: call}))
+    draft.emit(ToolCallChanged(turn.turn_id, turn.generation, cmd.call_id, call, error))
+    return ToolCallReply(cmd.call_id, call, error, recorded=True)
+
+
+def _record_interaction(draft: _Draft, cmd: RecordInteraction) -> Reply:
+    turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
+    if turn is None:
+        return _not_active(cmd.turn_id)
+    existing = turn.interactions.get(cmd.interaction_id)
+    if existing is not None:
+        return InteractionReply(turn.turn_id, cmd.interaction_id, existing, "", recorded=False)
+    if len(turn.interactions) >= limits.MAX_INTERACTIONS:
+        return _limit("interactions_per_turn", limits.MAX_INTERACTIONS)
+    pending = sum(1 for i in turn.interactions.values() if i.status is InteractionStatus.PENDING)
+    if pending >= limits.MAX_PENDING_INTERACTIONS:
+        return _limit("pending_interactions", limits.MAX_PENDING_INTERACTIONS)
+    # A stopping turn may not put a new question to anyone: it is recorded already cancelled.
+    if turn.phase is TurnPhase.STOPPING:
+        interaction = Interaction(cmd.kind, InteractionStatus.CANCELLED, draft.now, draft.now)
+    else:
+        interaction = Interaction(cmd.kind, InteractionStatus.PENDING, draft.now)
+    draft.set_active(replace(turn, interactions={**turn.interactions, cmd.interaction_id: interaction}))
+    draft.emit(InteractionChanged(turn.turn_id, turn.generation, cmd.interaction_id, interaction))
+    return InteractionReply(turn.turn_id, cmd.interaction_id, interaction, "", recorded=True)
+
+
+def _complete(draft: _Draft, cmd: Complete) -> Reply:
+    turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
+    if turn is None:
+        settled = _recorded_settlement(draft.state, cmd.turn_id, cmd.generation)
+        return _not_active(cmd.turn_id) if settled is None else CompleteReply(settled, recorded=False)
+    return CompleteReply(_settle(draft, cmd.outcome, SettledBy.RUNNER, cmd.error), recorded=True)
+
+
+# --- the gateway (I4, I5, I12) -------------------------------------------------------------
+
+
+def _resolve_interaction(draft: _Draft, cmd: ResolveInteraction) -> Reply:
+    turn = draft.state.active
+    interaction = turn.interactions.get(cmd.interaction_id) if turn else None
+    if turn is None or interaction is None or interaction.status is not InteractionStatus.PENDING:
+        status = interaction.status.name.lower() if interaction else "not open in the active turn"
+        return Refusal(
+            ErrorReason.INTERACTION_NOT_PENDING, f"interaction {cmd.interaction_id} is not pending: {status}"
+        )
+    resolved = replace(interaction, status=InteractionStatus.RESOLVED, closed_at=draft.now)
+    draft.set_active(replace(turn, interactions={**turn.interactions, cmd.interaction_id: resolved}))
+    draft.emit(
+        InteractionChanged(turn.turn_id, turn.generation, cmd.interaction_id, resolved, cmd.resolution)
+    )
+    return InteractionReply(turn.turn_id, cmd.interaction_id, resolved, cmd.resolution, recorded=True)
+
+
+def _cancel(draft: _Draft, cmd: Cancel) -> CancelReply:
+    if cmd.request_id:
+        memo = draft.state.requests.get(cmd.request_id)
+        if memo is not None and memo.expires_at > draft.now:
+            return memo.reply
+    reply = _stop(draft, cmd)
+    if cmd.request_id:
+        memo = RequestMemo(reply, draft.now + cmd.memory_ttl)
+        requests = _keep_last(draft.state.requests, cmd.request_id, memo, limits.MAX_REQUEST_MEMOS)
+        draft.state = replace(draft.state, requests=requests)
+    return reply
+
+
+def _stop(draft: _Draft, cmd: Cancel) -> CancelReply:
+    state, expected = draft.state, cmd.expected_turn_id
+    active = state.active
+    if active is not None and expected in ("", active.turn_id):
+        return _stop_active(draft, active, cmd)
+    last = state.last_settled
+    last_turn_id, last_outcome = (last.turn_id, last.outcome) if last else ("", None)
+    settled = state.settled(expected) if expected else None
+    if not expected or settled is not None:
+        expected_outcome = settled.outcome if settled else None
+        if active is not None:
+            return Mismatch(expected, active.turn_id, active.phase, expected_outcome)
+        return Idle(expected, expected_outcome, last_turn_id, last_outcome)
+    # Never admitted, as far as this session remembers: it must not start when it arrives.
+    if not _tombstoned(state, expected, draft.now):
+        tombstones = _keep_last(state.tombstones, expected, draft.now + cmd.memory_ttl, limits.MAX_TOMBSTONES)
+        draft.state = replace(state, tombstones=tombstones)
+        draft.emit(StopRequested(expected, 0, cmd.reason, draft.now, None, before_start=True))
+    return Cancelled((expected,), before_start=True)
+
+
+def _stop_active(draft: _Draft, turn: ActiveTurn, cmd: Cancel) -> Cancelled:
+    now = draft.now
+    if turn.stop is None or cmd.force:
+        deadline = None if cmd.force else now + cmd.stop_grace
+        draft.emit(StopRequested(turn.turn_id, turn.generation, cmd.reason, now, deadline, force=cmd.force))
+    if turn.stop is None:
+        turn, cancelled = _cancel_pending(draft, turn)
+        stop = StopRequest(now, cmd.reason, now if cmd.force else now + cmd.stop_grace, cancelled)
+        turn = replace(turn, phase=TurnPhase.STOPPING, stop=stop)
+        draft.set_active(turn)
+    else:
+        stop = turn.stop
+    if cmd.force:
+        _settle(draft, TurnOutcome.CANCELLED, SettledBy.GATEWAY)
+        return Cancelled(
+            (turn.turn_id,), settled=True, cancelled_interaction_ids=stop.cancelled_interaction_ids
+        )
+    return Cancelled(
+        (turn.turn_id,),
+        stopping_turn_id=turn.turn_id,
+        cancelled_interaction_ids=stop.cancelled_interaction_ids,
+        stop_deadline=stop.deadline,
+    )

@@ -1,0 +1,60 @@
+"""The vocabulary of the state machine. Values equal the contract's numbers, so the API maps them by value."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class SessionPhase(IntEnum):
+    IDLE = 1
+    RUNNING = 2
+    STOPPING = 3
+
+
+class TurnPhase(IntEnum):
+    RUNNING = 1
+    STOPPING = 2
+    SETTLED = 3
+
+
+class TurnOutcome(IntEnum):
+    COMPLETED = 1
+    FAILED = 2
+    CANCELLED = 3
+    LOST = 4
+
+
+class SettledBy(IntEnum):
+    RUNNER = 1
+    WATCHDOG = 2
+    GATEWAY = 3
+
+
+class ToolCallStatus(IntEnum):
+    OPEN = 1
+    SUCCEEDED = 2
+    FAILED = 3
+    INTERRUPTED = 4
+
+
+class InteractionStatus(IntEnum):
+    PENDING = 1
+    RESOLVED = 2
+    CANCELLED = 3
+
+
+class Directive(IntEnum):
+    CONTINUE = 1
+    STOP = 2
+    ABANDON = 3
+
+
+class ErrorReason(IntEnum):
+    SESSION_TURN_IN_USE = 1
+    SESSION_STOPPING = 2
+    TURN_CANCELLED = 3
+    TURN_ALREADY_SETTLED = 4
+    TURN_OWNED_BY_OTHER_RUNNER = 5
+    TURN_NOT_ACTIVE = 6
+    INTERACTION_NOT_PENDING = 7
+    LIMIT_EXCEEDED = 8

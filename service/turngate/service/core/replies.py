@@ -1,0 +1,113 @@
+"""What decide() answers the caller: one reply type per outcome, or a Refusal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from turngate.service.core.enums import Directive, ErrorReason, TurnOutcome, TurnPhase
+from turngate.service.core.records import Interaction, SettledTurn, ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The command was refused; `message` is for people, the other fields for programs."""
+
+    reason: ErrorReason
+    message: str
+    active_turn_id: str = ""
+    active_phase: TurnPhase | None = None
+    active_lease_expires_at: int | None = None
+    retry_after: int | None = None
+    settled_outcome: TurnOutcome | None = None
+    limit: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    turn_id: str
+    generation: int
+    lease_expires_at: int
+    heartbeat_interval: int
+    replayed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    directive: Directive
+    lease_expires_at: int | None = None
+    stop_deadline: int | None = None
+    stop_reason: str = ""
+    settled_outcome: TurnOutcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallReply:
+    call_id: str
+    call: ToolCall
+    error: str
+    recorded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionReply:
+    turn_id: str
+    interaction_id: str
+    interaction: Interaction
+    resolution: str
+    recorded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteReply:
+    turn: SettledTurn
+    recorded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    cancelled_turn_ids: tuple[str, ...]
+    stopping_turn_id: str = ""
+    settled: bool = False
+    before_start: bool = False
+    cancelled_interaction_ids: tuple[str, ...] = ()
+    stop_deadline: int | None = None
+    kind: Literal["cancelled"] = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    expected_turn_id: str
+    current_turn_id: str
+    current_phase: TurnPhase
+    expected_outcome: TurnOutcome | None
+    kind: Literal["mismatch"] = "mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    expected_turn_id: str
+    expected_outcome: TurnOutcome | None
+    last_turn_id: str
+    last_outcome: TurnOutcome | None
+    kind: Literal["idle"] = "idle"
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """The watchdog's Expire: whether this tick settled the session's turn."""
+
+    settled: bool
+
+
+CancelReply = Cancelled | Mismatch | Idle
+Reply = (
+    Refusal
+    | Admitted
+    | HeartbeatReply
+    | ToolCallReply
+    | InteractionReply
+    | CompleteReply
+    | CancelReply
+    | Swept
+)

@@ -1,0 +1,72 @@
+"""The store contract: one primitive, `apply`, plus the reads the API, watch hub and watchdog need.
+
+A store never decides anything: it reads the document and its version, runs `core.decide` with
+its own clock, and writes the new document, the numbered events, the ledger rows and the next
+deadline atomically, only if the version is unchanged (retrying a bounded number of times).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from turngate.service.core import Command, Decision, Event, Session
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SessionKey:
+    """Every key, row and event is scoped by project (I11)."""
+
+    project_id: str
+    session_id: str
+
+
+class StoreUnavailable(Exception):
+    """The store could not be reached or failed mid-operation; nothing was written."""
+
+
+class StoreContention(Exception):
+    """The compare-and-set lost too many times in a row; nothing was written."""
+
+
+# Called after each committed apply, in the committing task, with the key and what was decided.
+CommitListener = Callable[[SessionKey, Decision], None]
+# Test seam: awaited between reading the document and writing the new one, to force interleavings.
+BeforeWrite = Callable[[SessionKey, Command], Awaitable[None]]
+
+
+class Store(Protocol):
+    async def apply(self, key: SessionKey, command: Command) -> Decision:
+        """Decides `command` against the session's current document and commits the result."""
+        ...
+
+    async def load(self, key: SessionKey) -> Session:
+        """The session's current document (a fresh `Session()` if it never had one)."""
+        ...
+
+    async def events_after(self, key: SessionKey, after_seq: int, limit: int) -> list[Event]:
+        """Up to `limit` events with seq > after_seq, in seq order."""
+        ...
+
+    async def now(self) -> int:
+        """The store's clock, µs since the epoch (I10)."""
+        ...
+
+    async def next_deadline(self) -> int | None:
+        """The earliest deadline of any session, or None when nothing is due ever."""
+        ...
+
+    async def due(self, now: int, limit: int) -> list[SessionKey]:
+        """Up to `limit` sessions whose deadline is at or before `now`, earliest first."""
+        ...
+
+    async def ping(self) -> None:
+        """Returns if the store answers; raises StoreUnavailable otherwise."""
+        ...
+
+    def add_listener(self, listener: CommitListener) -> None:
+        """Registers a callback run after every commit made through this store instance."""
+        ...
+
+    async def close(self) -> None: ...
