@@ -26,8 +26,12 @@ def generate(out_root: Path) -> list[Path]:
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / PACKAGE).glob("*.proto"))
     well_known = str(resources.files("grpc_tools") / "_proto")
     (out_root / PACKAGE).mkdir(parents=True, exist_ok=True)
+    # mypy-protobuf's plugins live beside this interpreter, whether or not its bin/ is on PATH.
+    plugins = Path(sys.executable).parent
     args = [
         "protoc",
+        f"--plugin=protoc-gen-mypy={plugins / 'protoc-gen-mypy'}",
+        f"--plugin=protoc-gen-mypy_grpc={plugins / 'protoc-gen-mypy_grpc'}",
         f"-I{PROTO_ROOT}",
         f"-I{well_known}",
         f"--python_out={out_root}",
@@ -53,9 +57,17 @@ def main() -> int:
         fresh = generate(Path(tmp))
         committed = sorted((OUT_ROOT / PACKAGE).glob("*_pb2*.py*"))
         names = [p.name for p in fresh]
-        stale = [n for n in names if not filecmp.cmp(Path(tmp) / PACKAGE / n, OUT_ROOT / PACKAGE / n, shallow=False)] if [p.name for p in committed] == names else names
+        same_files = [p.name for p in committed] == names
+        stale = [
+            name
+            for name in names
+            if not same_files
+            or not filecmp.cmp(Path(tmp) / PACKAGE / name, OUT_ROOT / PACKAGE / name, shallow=False)
+        ]
     if stale:
-        print(f"generated code is stale: {', '.join(stale)}; run python scripts/gen_protos.py", file=sys.stderr)
+        print(
+            f"generated code is stale: {', '.join(stale)}; run python scripts/gen_protos.py", file=sys.stderr
+        )
         return 1
     print("generated code is fresh")
     return 0

@@ -973,7 +973,9 @@ class CancelTurnResponse(_message.Message):
 
         @_builtins.property
         def cancelled_interaction_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-            """Pending interactions this Stop cancelled."""
+            """Pending interactions cancelled when the turn was first asked to stop (a repeated or forced
+            Stop reports the same ids: a stopping turn has no pending interactions left).
+            """
 
         @_builtins.property
         def stop_deadline(self) -> _timestamp_pb2.Timestamp:

@@ -1,0 +1,139 @@
+"""Rich gRPC errors (google.rpc.Status with ErrorInfo, RetryInfo, BadRequest, AdmissionRefusal).
+
+Which gRPC code each refusal carries is decided here, once; the reasons themselves come from
+the core.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from functools import wraps
+from typing import TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.protobuf.message import Message
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from turngate.service import core
+from turngate.service.api import convert
+from turngate.service.api.parse import InvalidArgument
+from turngate.service.store.base import StoreContention, StoreUnavailable
+from turngate.v1 import turngate_pb2 as pb
+
+DOMAIN = "turngate.v1"
+log = logging.getLogger("turngate.api")
+
+_CODES = {
+    core.ErrorReason.SESSION_TURN_IN_USE: code_pb2.ABORTED,
+    core.ErrorReason.SESSION_STOPPING: code_pb2.ABORTED,
+    core.ErrorReason.TURN_CANCELLED: code_pb2.FAILED_PRECONDITION,
+    core.ErrorReason.TURN_ALREADY_SETTLED: code_pb2.FAILED_PRECONDITION,
+    core.ErrorReason.TURN_OWNED_BY_OTHER_RUNNER: code_pb2.FAILED_PRECONDITION,
+    core.ErrorReason.TURN_NOT_ACTIVE: code_pb2.FAILED_PRECONDITION,
+    core.ErrorReason.INTERACTION_NOT_PENDING: code_pb2.FAILED_PRECONDITION,
+    core.ErrorReason.LIMIT_EXCEEDED: code_pb2.RESOURCE_EXHAUSTED,
+}
+
+
+def _status(code: int, message: str, *details: Message) -> grpc.Status:
+    packed = []
+    for detail in details:
+        any_detail = any_pb2.Any()
+        any_detail.Pack(detail)
+        packed.append(any_detail)
+    status: grpc.Status = rpc_status.to_status(status_pb2.Status(code=code, message=message, details=packed))
+    return status
+
+
+def refusal(value: core.Refusal, *, admission: bool = False) -> grpc.Status:
+    """The status for a core refusal; AdmitTurn refusals also carry an AdmissionRefusal."""
+    metadata = {
+        "activeTurnId": value.active_turn_id,
+        "activePhase": value.active_phase.name if value.active_phase else "",
+        "settledOutcome": value.settled_outcome.name if value.settled_outcome else "",
+        "limit": value.limit,
+    }
+    info = error_details_pb2.ErrorInfo(
+        reason=value.reason.name, domain=DOMAIN, metadata={k: v for k, v in metadata.items() if v}
+    )
+    details: list[Message] = [info]
+    if value.retry_after is not None:
+        details.append(error_details_pb2.RetryInfo(retry_delay=convert.duration(value.retry_after)))
+    if admission:
+        details.append(
+            pb.AdmissionRefusal(
+                reason=pb.ErrorReason.ValueType(value.reason),
+                active_turn_id=value.active_turn_id,
+                active_phase=convert.turn_phase(value.active_phase),
+                active_lease_expires_at=convert.timestamp(value.active_lease_expires_at),
+                retry_after=convert.duration(value.retry_after) if value.retry_after is not None else None,
+                settled_outcome=convert.outcome(value.settled_outcome),
+            )
+        )
+    return _status(_CODES[value.reason], value.message, *details)
+
+
+def limit_exceeded(limit: str, message: str) -> grpc.Status:
+    info = error_details_pb2.ErrorInfo(
+        reason=core.ErrorReason.LIMIT_EXCEEDED.name, domain=DOMAIN, metadata={"limit": limit}
+    )
+    return _status(code_pb2.RESOURCE_EXHAUSTED, message, info)
+
+
+def bad_request(error: InvalidArgument) -> grpc.Status:
+    violations = [
+        error_details_pb2.BadRequest.FieldViolation(field=field, description=description)
+        for field, description in error.violations
+    ]
+    return _status(
+        code_pb2.INVALID_ARGUMENT,
+        f"invalid request: {error}",
+        error_details_pb2.BadRequest(field_violations=violations),
+    )
+
+
+def not_found(message: str) -> grpc.Status:
+    return _status(code_pb2.NOT_FOUND, message)
+
+
+def unavailable(message: str) -> grpc.Status:
+    return _status(code_pb2.UNAVAILABLE, message)
+
+
+def for_exception(error: Exception) -> grpc.Status:
+    """The status for an exception escaping a handler; never a traceback to the caller."""
+    match error:
+        case InvalidArgument():
+            return bad_request(error)
+        case StoreUnavailable():
+            return unavailable("store unavailable; nothing was changed, retry")
+        case StoreContention():
+            return _status(
+                code_pb2.ABORTED, "too much contention on this session; nothing was changed, retry"
+            )
+    log.exception("unexpected error in handler", exc_info=error)
+    return _status(code_pb2.INTERNAL, "internal error; nothing was changed")
+
+
+_Self = TypeVar("_Self")
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+Handler = Callable[[_Self, _Req, grpc.aio.ServicerContext[_Req, _Resp]], Awaitable[_Resp]]
+
+
+def guarded(handler: Handler[_Self, _Req, _Resp]) -> Handler[_Self, _Req, _Resp]:
+    """Turns any exception of a unary handler into a clean status (aborts pass through)."""
+
+    @wraps(handler)
+    async def run(self: _Self, request: _Req, context: grpc.aio.ServicerContext[_Req, _Resp]) -> _Resp:
+        try:
+            return await handler(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:  # mapped to a status, logged when unexpected
+            await context.abort_with_status(for_exception(error))
+
+    return run

@@ -1,0 +1,81 @@
+"""SessionService: what clients call to stream a session and read its history."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import grpc
+
+from turngate.service.api import convert, errors, parse
+from turngate.service.api.errors import guarded
+from turngate.service.api.replies import Context
+from turngate.service.ledger.views import TurnHistory, TurnView
+from turngate.service.store.base import Store
+from turngate.service.watch import Snapshot, WatchClosed, WatchHub, WatchOverflow
+from turngate.v1 import turngate_pb2 as pb
+from turngate.v1 import turngate_pb2_grpc as pb_grpc
+
+
+class SessionService(pb_grpc.SessionServiceServicer):
+    def __init__(self, store: Store, history: TurnHistory, hub: WatchHub) -> None:
+        self._store = store
+        self._history = history
+        self._hub = hub
+
+    async def WatchSession(
+        self, request: pb.WatchSessionRequest, context: Context
+    ) -> AsyncIterator[pb.WatchSessionResponse]:
+        try:
+            query = parse.watch(request)
+            async with contextlib.aclosing(self._hub.follow(query.key, query.after_seq)) as stream:
+                async for item in stream:
+                    if isinstance(item, Snapshot):
+                        event = convert.snapshot_event(query.key, item.state, item.time, item.resync)
+                    elif query.turn_id and item.turn_id != query.turn_id:
+                        continue
+                    else:
+                        event = convert.event(query.key, item)
+                    yield pb.WatchSessionResponse(event=event)
+        except grpc.aio.AbortError:
+            raise
+        except WatchOverflow as overflow:
+            await context.abort_with_status(errors.limit_exceeded("watch_buffer", str(overflow)))
+        except WatchClosed as closed:
+            await context.abort_with_status(errors.unavailable(str(closed)))
+        except Exception as error:  # mapped to a status, logged when unexpected
+            await context.abort_with_status(errors.for_exception(error))
+
+    @guarded
+    async def GetSession(self, request: pb.GetSessionRequest, context: Context) -> pb.GetSessionResponse:
+        key = parse.get_session(request)
+        return pb.GetSessionResponse(snapshot=convert.snapshot(key, await self._store.load(key)))
+
+    @guarded
+    async def GetTurn(self, request: pb.GetTurnRequest, context: Context) -> pb.GetTurnResponse:
+        key, turn_id = parse.get_turn(request)
+        view = await self._history.get_turn(key, turn_id)
+        if view is None:
+            await context.abort_with_status(
+                errors.not_found(f"turn {turn_id} was never admitted in this session")
+            )
+        assert view is not None
+        record = convert.turn_view(view)
+        active = (await self._store.load(key)).active
+        if active is not None and active.generation == view.generation:
+            # The ledger keeps what events said; the live document has the current lease.
+            # Cleared first: merging a Timestamp keeps the old nanos where the new ones are 0.
+            record.ClearField("lease_expires_at")
+            record.MergeFrom(convert.active_turn(active))
+        return pb.GetTurnResponse(turn=record)
+
+    @guarded
+    async def ListTurns(self, request: pb.ListTurnsRequest, context: Context) -> pb.ListTurnsResponse:
+        page = parse.list_turns(request)
+        views = await self._history.list_turns(page.key, page.before_generation, page.size + 1)
+        more = len(views) > page.size
+        turns: list[TurnView] = views[: page.size]
+        return pb.ListTurnsResponse(
+            turns=[convert.turn_view(v, with_calls=False) for v in turns],
+            next_page_token=parse.page_token(turns[-1].generation) if more else "",
+        )

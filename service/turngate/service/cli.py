@@ -1,0 +1,86 @@
+"""The `turngate` command. Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid settings."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from turngate.service.config import Settings, describe
+from turngate.service.ledger.migrate import migrate
+from turngate.service.server import ListenError, serve
+from turngate.service.store.base import StoreUnavailable
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="turngate", description="Single-turn admission for agent sessions.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = commands.add_parser("serve", help="run the service (embedded SQLite store by default)")
+    serve_cmd.add_argument("--listen", help="HOST:PORT to listen on [TURNGATE_LISTEN, 127.0.0.1:50051]")
+    _store_flag(serve_cmd)
+    serve_cmd.add_argument("--lease-ttl", type=float, help="default lease, seconds [TURNGATE_LEASE_TTL, 20]")
+    serve_cmd.add_argument("--stop-grace", type=float, help="stop grace, seconds [TURNGATE_STOP_GRACE, 30]")
+    serve_cmd.add_argument(
+        "--tombstone-ttl",
+        type=float,
+        help="how long a Stop before start is kept, seconds [TURNGATE_TOMBSTONE_TTL, 600]",
+    )
+    serve_cmd.add_argument(
+        "--no-migrate",
+        dest="migrate",
+        action="store_false",
+        default=None,
+        help="do not migrate the schema on start",
+    )
+    migrate_cmd = commands.add_parser("migrate", help="create or upgrade the store's schema, then exit")
+    _store_flag(migrate_cmd)
+    return parser
+
+
+def _store_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        help="store URL [TURNGATE_STORE, sqlite+aiosqlite:///./turngate.db; or postgresql+asyncpg://…]",
+    )
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    given: dict[str, Any] = {
+        name: value for name, value in vars(args).items() if name != "command" and value is not None
+    }
+    return Settings(**given)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = _settings(args)
+    except ValidationError as error:
+        print(f"turngate: {describe(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        if args.command == "migrate":
+            asyncio.run(migrate(settings.store))
+        else:
+            asyncio.run(serve(settings))
+    except (ListenError, StoreUnavailable) as error:
+        print(f"turngate: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

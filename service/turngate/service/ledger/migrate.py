@@ -1,0 +1,68 @@
+"""Bringing a database's schema to the newest migration, with Alembic configured in code.
+
+A new revision is written against a migrated database with
+`alembic.command.revision(alembic_config(), "message", autogenerate=True)` run inside
+`AsyncConnection.run_sync`, with the connection set as `config.attributes["connection"]`.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, event, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from turngate.service.store.engine import make_engine, unavailable_on_failure
+
+# The PostgreSQL advisory lock that serializes migrations ("turngate" in ASCII).
+_MIGRATION_LOCK = 0x7475726E67617465
+
+
+def alembic_config() -> Config:
+    """Alembic's configuration for the migrations shipped in this package (no alembic.ini)."""
+    config = Config()
+    config.set_main_option("script_location", str(files("turngate.service.ledger") / "migrations"))
+    return config
+
+
+async def migrate(url: str) -> None:
+    """Upgrades the database at `url` to the newest schema; at the newest already, writes nothing.
+
+    A migration is one transaction, and concurrent migrations (replicas starting together) run
+    one after the other. Alembic keeps the running migration in module globals, so one process
+    runs one migration at a time.
+    """
+    engine = make_engine(url)
+    if engine.dialect.name == "sqlite":
+        _begin_immediate(engine)
+    try:
+        with unavailable_on_failure():
+            async with engine.begin() as conn:
+                await conn.run_sync(_upgrade)
+    finally:
+        await engine.dispose()
+
+
+def _begin_immediate(engine: AsyncEngine) -> None:
+    """Makes SQLite run DDL inside the transaction (pysqlite would autocommit each statement) and
+    take the write lock when it begins."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _no_implicit_transactions(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _upgrade(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        # Replicas starting together on a new database would otherwise race to create the tables.
+        connection.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

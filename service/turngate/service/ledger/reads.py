@@ -1,0 +1,107 @@
+"""Reading the ledger from SQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row, Select, Table, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from turngate.service.core import InteractionStatus, SettledBy, ToolCallStatus, TurnOutcome, TurnPhase
+from turngate.service.ledger.tables import interactions, tool_calls, turns
+from turngate.service.ledger.views import InteractionView, ToolCallView, TurnView
+from turngate.service.store.base import SessionKey
+from turngate.service.store.engine import unavailable_on_failure
+
+
+class Ledger:
+    """`TurnHistory` over one SQL engine."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def get_turn(self, key: SessionKey, turn_id: str) -> TurnView | None:
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                turn = (
+                    await conn.execute(
+                        _turns(key)
+                        .where(turns.c.turn_id == turn_id)
+                        .order_by(turns.c.generation.desc())
+                        .limit(1)
+                    )
+                ).first()
+                if turn is None:
+                    return None
+                calls = await conn.execute(_children(tool_calls, key, turn.generation))
+                asked = await conn.execute(_children(interactions, key, turn.generation))
+        return _turn_view(
+            turn,
+            tuple(
+                ToolCallView(c.call_id, c.name, ToolCallStatus(c.status), c.error, c.opened_at, c.closed_at)
+                for c in calls
+            ),
+            tuple(
+                InteractionView(
+                    i.interaction_id,
+                    i.kind,
+                    InteractionStatus(i.status),
+                    i.resolution,
+                    i.opened_at,
+                    i.closed_at,
+                )
+                for i in asked
+            ),
+        )
+
+    async def list_turns(self, key: SessionKey, before_generation: int | None, limit: int) -> list[TurnView]:
+        query = _turns(key).order_by(turns.c.generation.desc()).limit(limit)
+        if before_generation is not None:
+            query = query.where(turns.c.generation < before_generation)
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                rows = await conn.execute(query)
+        return [_turn_view(row) for row in rows]
+
+
+def _turns(key: SessionKey) -> Select[Any]:
+    return select(turns).where(turns.c.project_id == key.project_id, turns.c.session_id == key.session_id)
+
+
+def _children(table: Table, key: SessionKey, generation: int) -> Select[Any]:
+    """A turn's tool calls or interactions in the order they were opened."""
+    return (
+        select(table)
+        .where(
+            table.c.project_id == key.project_id,
+            table.c.session_id == key.session_id,
+            table.c.generation == generation,
+        )
+        .order_by(table.c.opened_seq)
+    )
+
+
+def _turn_view(
+    row: Row[Any],
+    calls: tuple[ToolCallView, ...] = (),
+    asked: tuple[InteractionView, ...] = (),
+) -> TurnView:
+    return TurnView(
+        turn_id=row.turn_id,
+        runner_id=row.runner_id,
+        generation=row.generation,
+        phase=TurnPhase(row.phase),
+        outcome=None if row.outcome is None else TurnOutcome(row.outcome),
+        settled_by=None if row.settled_by is None else SettledBy(row.settled_by),
+        stop_requested=row.stop_requested,
+        stop_reason=row.stop_reason,
+        stop_requested_at=row.stop_requested_at,
+        stop_deadline=row.stop_deadline,
+        admitted_at=row.admitted_at,
+        settled_at=row.settled_at,
+        lease_expires_at=row.lease_expires_at,
+        error=row.error,
+        traceparent=row.traceparent,
+        tool_calls=calls,
+        interactions=asked,
+    )

@@ -1,0 +1,182 @@
+"""The one function that turns core events into ledger rows.
+
+It runs inside the SQL store's transaction and, in redis mode, in the outbox projector, which
+may deliver a batch more than once. So every write is idempotent and monotonic: events are
+insert-or-ignore by seq, a turn's first Stop is kept, and a tool call or interaction leaves its
+open state once and never returns to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from itertools import groupby
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, assert_never
+
+from sqlalchemy import bindparam, false
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Executable, Update
+
+from turngate.service.core import (
+    Event,
+    InteractionChanged,
+    InteractionStatus,
+    StopRequested,
+    ToolCallChanged,
+    ToolCallStatus,
+    TurnAdmitted,
+    TurnPhase,
+    TurnSettled,
+)
+from turngate.service.ledger.tables import dialect_insert, interactions, session_events, tool_calls, turns
+from turngate.service.store.codec import dump_event_body
+
+if TYPE_CHECKING:
+    from turngate.service.store.base import SessionKey
+
+_Row = dict[str, Any]
+
+
+async def record(conn: AsyncConnection, key: SessionKey, events: Sequence[Event]) -> None:
+    """Writes the session_events rows and the ledger rows for `events` (in seq order)."""
+    if not events:
+        return
+    statements = _statements(conn.dialect.name)
+    await conn.execute(statements.events, [_event_row(key, event) for event in events])
+    writes = [write for event in events if (write := _ledger_write(statements, key, event))]
+    # Consecutive writes of one kind (e.g. every call a settlement interrupts) go as one executemany.
+    for statement, group in groupby(writes, key=itemgetter(0)):
+        await conn.execute(statement, [row for _, row in group])
+
+
+@dataclass(frozen=True, slots=True)
+class _Statements:
+    events: Executable
+    admit: Executable
+    stop: Executable
+    tool_call: Executable
+    interaction: Executable
+    settle: Executable
+
+
+@cache
+def _statements(dialect: str) -> _Statements:
+    """The ledger's writes in one dialect."""
+    tool_call = dialect_insert(dialect, tool_calls)
+    interaction = dialect_insert(dialect, interactions)
+    return _Statements(
+        events=dialect_insert(dialect, session_events).on_conflict_do_nothing(),
+        admit=dialect_insert(dialect, turns).on_conflict_do_nothing(),
+        stop=_turn_update().where(turns.c.stop_requested.is_(false())),
+        tool_call=tool_call.on_conflict_do_update(
+            index_elements=list(tool_calls.primary_key),
+            set_={c: tool_call.excluded[c] for c in ("status", "error", "closed_at")},
+            where=tool_calls.c.status == ToolCallStatus.OPEN,
+        ),
+        interaction=interaction.on_conflict_do_update(
+            index_elements=list(interactions.primary_key),
+            set_={c: interaction.excluded[c] for c in ("status", "resolution", "closed_at")},
+            where=interactions.c.status == InteractionStatus.PENDING,
+        ),
+        settle=_turn_update(),
+    )
+
+
+def _turn_update() -> Update:
+    """An UPDATE of one turn row; the SET clause comes from each row's other keys."""
+    return turns.update().where(
+        turns.c.project_id == bindparam("key_project_id"),
+        turns.c.session_id == bindparam("key_session_id"),
+        turns.c.generation == bindparam("key_generation"),
+    )
+
+
+def _turn_key(key: SessionKey, generation: int) -> _Row:
+    """The WHERE values of `_turn_update`; named apart from the columns, which would join the SET."""
+    return {"key_project_id": key.project_id, "key_session_id": key.session_id, "key_generation": generation}
+
+
+def _child_key(key: SessionKey, generation: int) -> _Row:
+    return {"project_id": key.project_id, "session_id": key.session_id, "generation": generation}
+
+
+def _event_row(key: SessionKey, event: Event) -> _Row:
+    return {
+        "project_id": key.project_id,
+        "session_id": key.session_id,
+        "seq": event.seq,
+        "time": event.time,
+        "kind": event.body.kind,
+        "turn_id": event.turn_id,
+        "body": dump_event_body(event.body).decode(),
+    }
+
+
+def _ledger_write(statements: _Statements, key: SessionKey, event: Event) -> tuple[Executable, _Row] | None:
+    """The statement and row recording `event`; None for a Stop of a turn that never started."""
+    match event.body:
+        case TurnAdmitted() as body:
+            return statements.admit, {
+                "project_id": key.project_id,
+                "session_id": key.session_id,
+                "generation": body.generation,
+                "turn_id": body.turn_id,
+                "runner_id": body.runner_id,
+                "phase": TurnPhase.RUNNING,
+                "stop_requested": False,
+                "stop_reason": "",
+                "admitted_at": body.admitted_at,
+                "lease_expires_at": body.lease_expires_at,
+                "error": "",
+                "traceparent": body.traceparent,
+            }
+        case StopRequested(before_start=True):
+            return None
+        case StopRequested() as body:
+            return statements.stop, {
+                **_turn_key(key, body.generation),
+                "phase": TurnPhase.STOPPING,
+                "stop_requested": True,
+                "stop_reason": body.reason,
+                "stop_requested_at": body.requested_at,
+                "stop_deadline": body.deadline,
+            }
+        case ToolCallChanged() as body:
+            return statements.tool_call, {
+                **_child_key(key, body.generation),
+                "call_id": body.call_id,
+                "turn_id": body.turn_id,
+                "name": body.call.name,
+                "status": body.call.status,
+                "error": body.error,
+                "opened_at": body.call.opened_at,
+                "closed_at": body.call.closed_at,
+                "opened_seq": event.seq,
+            }
+        case InteractionChanged() as body:
+            return statements.interaction, {
+                **_child_key(key, body.generation),
+                "interaction_id": body.interaction_id,
+                "turn_id": body.turn_id,
+                "kind": body.interaction.kind,
+                "status": body.interaction.status,
+                "resolution": body.resolution,
+                "opened_at": body.interaction.opened_at,
+                "closed_at": body.interaction.closed_at,
+                "opened_seq": event.seq,
+            }
+        case TurnSettled(turn=turn):
+            return statements.settle, {
+                **_turn_key(key, turn.generation),
+                "phase": TurnPhase.SETTLED,
+                "outcome": turn.outcome,
+                "settled_by": turn.settled_by,
+                "settled_at": turn.settled_at,
+                "stop_requested": turn.stop_requested,
+                "stop_reason": turn.stop_reason,
+                "error": turn.error,
+            }
+        case _:
+            assert_never(event.body)

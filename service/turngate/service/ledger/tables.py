@@ -1,0 +1,104 @@
+"""The SQL schema: the store's session rows and the ledger's history, in one MetaData.
+
+Alembic migrations (ledger/migrations) create these tables; nothing calls `create_all`.
+Times are store-clock µs since the epoch; enums are stored as their contract numbers. Every
+primary key starts with `project_id` (I11).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Boolean, Column, Index, MetaData, SmallInteger, String, Table, Text
+from sqlalchemy.dialects import postgresql, sqlite
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+_ID = String(128)
+
+
+def _key() -> tuple[Column[str], Column[str]]:
+    return Column("project_id", _ID, primary_key=True), Column("session_id", _ID, primary_key=True)
+
+
+sessions = Table(
+    "sessions",
+    metadata,
+    *_key(),
+    Column("version", BigInteger, nullable=False),
+    Column("doc", Text, nullable=False),
+    Column("deadline_at", BigInteger, nullable=True),
+    Column("updated_at", BigInteger, nullable=False),
+    Index(None, "deadline_at"),
+)
+
+session_events = Table(
+    "session_events",
+    metadata,
+    *_key(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("time", BigInteger, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("turn_id", _ID, nullable=False),
+    Column("body", Text, nullable=False),
+)
+
+turns = Table(
+    "turns",
+    metadata,
+    *_key(),
+    Column("generation", BigInteger, primary_key=True, autoincrement=False),
+    Column("turn_id", _ID, nullable=False),
+    Column("runner_id", _ID, nullable=False),
+    Column("phase", SmallInteger, nullable=False),
+    Column("outcome", SmallInteger, nullable=True),
+    Column("settled_by", SmallInteger, nullable=True),
+    Column("stop_requested", Boolean, nullable=False),
+    Column("stop_reason", Text, nullable=False),
+    Column("stop_requested_at", BigInteger, nullable=True),
+    Column("stop_deadline", BigInteger, nullable=True),
+    Column("admitted_at", BigInteger, nullable=False),
+    Column("settled_at", BigInteger, nullable=True),
+    Column("lease_expires_at", BigInteger, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("traceparent", Text, nullable=False),
+    Index(None, "project_id", "session_id", "turn_id"),
+)
+
+tool_calls = Table(
+    "tool_calls",
+    metadata,
+    *_key(),
+    Column("generation", BigInteger, primary_key=True, autoincrement=False),
+    Column("call_id", _ID, primary_key=True),
+    Column("turn_id", _ID, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("status", SmallInteger, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("opened_at", BigInteger, nullable=False),
+    Column("closed_at", BigInteger, nullable=True),
+    Column("opened_seq", BigInteger, nullable=False),
+)
+
+interactions = Table(
+    "interactions",
+    metadata,
+    *_key(),
+    Column("generation", BigInteger, primary_key=True, autoincrement=False),
+    Column("interaction_id", _ID, primary_key=True),
+    Column("turn_id", _ID, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("status", SmallInteger, nullable=False),
+    Column("resolution", Text, nullable=False),
+    Column("opened_at", BigInteger, nullable=False),
+    Column("closed_at", BigInteger, nullable=True),
+    Column("opened_seq", BigInteger, nullable=False),
+)
+
+
+def dialect_insert(dialect: str, table: Table) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT into `table` that knows ON CONFLICT (PostgreSQL and SQLite spell it alike)."""
+    return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)

@@ -1,0 +1,148 @@
+"""The composition root: store, watch hub, watchdog and the gRPC server, started and stopped in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from turngate.service.api.admission import AdmissionService
+from turngate.service.api.control import ControlService
+from turngate.service.api.parse import Policy
+from turngate.service.api.sessions import SessionService
+from turngate.service.config import Settings
+from turngate.service.ledger.migrate import migrate
+from turngate.service.store import open_store
+from turngate.service.store.base import StoreUnavailable
+from turngate.service.store.sql import SqlStore
+from turngate.service.watch import WatchHub
+from turngate.service.watchdog import Watchdog
+from turngate.v1 import turngate_pb2 as pb
+from turngate.v1 import turngate_pb2_grpc as pb_grpc
+
+log = logging.getLogger("turngate.server")
+SERVICE_NAMES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by_name.values())
+_US = 1_000_000
+_HEALTH_INTERVAL = 1.0
+
+
+class ListenError(Exception):
+    """The listen address could not be bound."""
+
+
+class TurngateServer:
+    """One replica. `start()` migrates (unless told not to), binds and starts background tasks."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = 0
+        self._store: SqlStore | None = None
+        self._hub: WatchHub | None = None
+        self._health = health.aio.HealthServicer()
+        self._grpc: grpc.aio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def store(self) -> SqlStore:
+        assert self._store is not None, "server not started"
+        return self._store
+
+    @property
+    def hub(self) -> WatchHub:
+        assert self._hub is not None, "server not started"
+        return self._hub
+
+    async def start(self) -> None:
+        settings = self.settings
+        if settings.migrate:
+            await migrate(settings.store)
+        self._store = store = open_store(settings.store, sqlite_synchronous=settings.sqlite_synchronous)
+        self._hub = hub = WatchHub(store, buffer=settings.watch_buffer, retention=settings.event_retention)
+        watchdog = Watchdog(store)
+        policy = Policy(
+            lease_ttl=round(settings.lease_ttl * _US),
+            stop_grace=round(settings.stop_grace * _US),
+            memory_ttl=round(settings.tombstone_ttl * _US),
+        )
+        # SO_REUSEPORT off: a second server on a busy port must fail, not silently share it.
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        pb_grpc.add_AdmissionServiceServicer_to_server(AdmissionService(store, policy), server)
+        pb_grpc.add_ControlServiceServicer_to_server(ControlService(store, policy), server)
+        pb_grpc.add_SessionServiceServicer_to_server(SessionService(store, store.ledger, hub), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        try:
+            self.port = server.add_insecure_port(settings.listen)
+        except RuntimeError as error:
+            await store.close()
+            raise ListenError(f"cannot listen on {settings.listen}: {error}") from error
+        self._grpc = server
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        await server.start()
+        self._tasks = [asyncio.create_task(watchdog.run()), asyncio.create_task(self._report_health())]
+
+    async def stop(self) -> None:
+        """Stops accepting, ends watch streams cleanly, drains in-flight RPCs, then closes the store."""
+        await self._health.enter_graceful_shutdown()
+        if self._hub is not None:
+            self._hub.close()
+        if self._grpc is not None:
+            await self._grpc.stop(self.settings.shutdown_grace)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._store is not None:
+            await self._store.close()
+
+    async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
+        for name in ("", *SERVICE_NAMES):
+            await self._health.set(name, status)
+
+    async def _report_health(self) -> None:
+        """SERVING only while the store answers."""
+        serving: bool | None = None
+        while True:
+            try:
+                await asyncio.wait_for(self.store.ping(), timeout=_HEALTH_INTERVAL * 2)
+                now_serving = True
+            except (StoreUnavailable, TimeoutError):
+                now_serving = False
+            if now_serving != serving:
+                serving = now_serving
+                await self._set_health(
+                    health_pb2.HealthCheckResponse.SERVING
+                    if serving
+                    else health_pb2.HealthCheckResponse.NOT_SERVING
+                )
+                log.log(
+                    logging.INFO if serving else logging.WARNING, "store %s", "answers" if serving else "down"
+                )
+            await asyncio.sleep(_HEALTH_INTERVAL)
+
+    async def __aenter__(self) -> TurngateServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.stop()
+
+
+async def serve(settings: Settings) -> None:
+    """Runs one replica until SIGTERM or SIGINT, then shuts it down gracefully."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with TurngateServer(settings) as server:
+        log.info("turngate listening on %s (port %d)", settings.listen, server.port)
+        await stop.wait()
+        log.info("turngate shutting down")

@@ -1,0 +1,76 @@
+"""Opening SQL databases the way the store and the ledger need them, and naming their failures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from turngate.service.store.base import StoreUnavailable
+
+SqliteSynchronous = Literal["NORMAL", "FULL"]
+
+DEFAULT_URL = "sqlite+aiosqlite:///./turngate.db"
+# A waiting SQLite writer retries for this long before the store reports itself unavailable.
+SQLITE_BUSY_TIMEOUT_MS = 5_000
+# Without it an unreachable PostgreSQL host would hold a caller for asyncpg's default of 60 s.
+POSTGRES_CONNECT_TIMEOUT_S = 5.0
+
+_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+
+
+def _async_url(url: str | URL) -> URL:
+    """`url` with its async driver: plain `sqlite://` and `postgresql://` are accepted too."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend not in _ASYNC_DRIVERS:
+        raise ValueError(f"unsupported database {parsed.drivername!r}: use sqlite or postgresql")
+    return parsed.set(drivername=_ASYNC_DRIVERS[backend])
+
+
+def make_engine(url: str | URL, *, sqlite_synchronous: SqliteSynchronous = "NORMAL") -> AsyncEngine:
+    """An async engine for `url`.
+
+    SQLite runs in WAL mode with `synchronous=NORMAL` (a killed process loses no committed write)
+    or `FULL` (a power loss neither). PostgreSQL connections are pinged on checkout, so those a
+    database restart broke are replaced instead of failing the next calls.
+    """
+    parsed = _async_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        return create_async_engine(
+            parsed, pool_pre_ping=True, connect_args={"timeout": POSTGRES_CONNECT_TIMEOUT_S}
+        )
+    if sqlite_synchronous not in ("NORMAL", "FULL"):
+        raise ValueError(f"sqlite_synchronous must be NORMAL or FULL, not {sqlite_synchronous!r}")
+    engine = create_async_engine(parsed)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={sqlite_synchronous}")
+        cursor.close()
+
+    return engine
+
+
+@contextmanager
+def unavailable_on_failure() -> Iterator[None]:
+    """Turns the database failing or being unreachable into StoreUnavailable.
+
+    Errors that mean a bug or a bad schema (integrity, programming, data) propagate as they are.
+    """
+    try:
+        yield
+    except (IntegrityError, ProgrammingError, DataError):
+        raise
+    except (DBAPIError, PoolTimeout, OSError, TimeoutError) as exc:
+        # SQLAlchemy appends the statement and a help link on later lines: keep the cause only.
+        raise StoreUnavailable(f"database unavailable: {str(exc).splitlines()[0]}") from exc

@@ -1,0 +1,201 @@
+"""The SQL store: SQLite (embedded default) or PostgreSQL, through SQLAlchemy async Core."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, cast, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from turngate.service.core import Command, Decision, Event, Session, decide
+from turngate.service.ledger.reads import Ledger
+from turngate.service.ledger.record import record
+from turngate.service.ledger.tables import dialect_insert, session_events, sessions
+from turngate.service.store.base import (
+    BeforeWrite,
+    CommitListener,
+    SessionKey,
+    StoreContention,
+)
+from turngate.service.store.codec import dump_session, load_event_body, load_session
+from turngate.service.store.engine import unavailable_on_failure
+
+_log = logging.getLogger(__name__)
+
+# Full-jitter exponential backoff between compare-and-set attempts: up to 1 ms, 2 ms, 4 ms, …
+# capped at 200 ms, so a burst of N writers on one session commits in about log2(N) attempts each.
+_BACKOFF_BASE_S = 0.001
+_BACKOFF_CAP_S = 0.2
+
+# The key's parameters are named apart from the columns, which an UPDATE would otherwise SET.
+_SESSION = and_(
+    sessions.c.project_id == bindparam("key_project_id"),
+    sessions.c.session_id == bindparam("key_session_id"),
+)
+# The compare-and-set: its SET clause comes from the parameters (version, doc, deadline_at, …).
+_UPDATE_IF_UNCHANGED = sessions.update().where(_SESSION, sessions.c.version == bindparam("key_version"))
+
+
+class _Conflict(Exception):
+    """Another writer changed the session between our read and our write."""
+
+
+def _host_now() -> int:
+    return time.time_ns() // 1000
+
+
+def _store_clock(dialect: str) -> ColumnElement[int]:
+    """The store's clock (I10) as SQL, in µs since the epoch.
+
+    PostgreSQL's `clock_timestamp()`, so every replica reads one clock. SQLite lives inside this
+    process, so its clock is the host's, bound when the statement runs.
+    """
+    if dialect == "postgresql":
+        epoch = func.extract("epoch", func.clock_timestamp())
+        return cast(func.floor(epoch * 1_000_000), BigInteger)
+    return bindparam("host_now", callable_=_host_now, type_=BigInteger)
+
+
+class SqlStore:
+    """`Store` over one SQL database; the session row, its events and its ledger rows commit together.
+
+    `before_write`, when set, is awaited after a decision that changes something and before it is
+    written, so tests can make other writers win the race. `ledger` reads the history.
+    """
+
+    def __init__(
+        self, engine: AsyncEngine, *, before_write: BeforeWrite | None = None, max_attempts: int = 32
+    ) -> None:
+        self.before_write = before_write
+        self.ledger = Ledger(engine)
+        self._engine = engine
+        self._max_attempts = max_attempts
+        self._listeners: list[CommitListener] = []
+        self._clock = _store_clock(engine.dialect.name)
+        self._insert_session = dialect_insert(engine.dialect.name, sessions).on_conflict_do_nothing()
+        # One round trip reads the document, its version and the clock, even for a new session.
+        clock = select(self._clock.label("now")).subquery("clock")
+        self._read = select(clock.c.now, sessions.c.doc, sessions.c.version).select_from(
+            clock.outerjoin(sessions, _SESSION)
+        )
+
+    async def apply(self, key: SessionKey, command: Command) -> Decision:
+        """Read, decide, compare-and-set; on a lost race, back off and decide again on fresh state.
+
+        Each attempt is shielded: a cancelled caller neither interrupts a write half-way nor skips
+        the listeners of a write that committed.
+        """
+        for attempt in range(self._max_attempts):
+            with unavailable_on_failure():
+                decision = await asyncio.shield(self._attempt(key, command))
+            if decision is not None:
+                return decision
+            await asyncio.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)))
+        raise StoreContention(f"{key}: lost the compare-and-set {self._max_attempts} times in a row")
+
+    async def _attempt(self, key: SessionKey, command: Command) -> Decision | None:
+        """One read-decide-write; None when another writer changed the session first."""
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(self._read, _key(key))).one()
+            # End the read: the write transaction must begin with its write (SQLite cannot
+            # upgrade a read transaction that another writer has overtaken).
+            await conn.commit()
+            state = Session() if row.doc is None else load_session(row.doc)
+            decision = decide(state, command, row.now)
+            if not decision.changed:
+                return decision
+            if self.before_write is not None:
+                await self.before_write(key, command)
+            try:
+                async with conn.begin():
+                    await self._write(conn, key, row.version, decision, row.now)
+            except _Conflict:
+                return None
+        self._notify(key, decision)
+        return decision
+
+    async def _write(
+        self, conn: AsyncConnection, key: SessionKey, version: int | None, decision: Decision, now: int
+    ) -> None:
+        values = {
+            "doc": dump_session(decision.state).decode(),
+            "deadline_at": decision.state.deadline(),
+            "updated_at": now,
+        }
+        if version is None:
+            row = {"project_id": key.project_id, "session_id": key.session_id, "version": 1, **values}
+            written = await conn.execute(self._insert_session, row)
+        else:
+            row = {**_key(key), "key_version": version, "version": version + 1, **values}
+            written = await conn.execute(_UPDATE_IF_UNCHANGED, row)
+        if written.rowcount != 1:
+            raise _Conflict
+        await record(conn, key, decision.events)
+
+    def _notify(self, key: SessionKey, decision: Decision) -> None:
+        for listener in self._listeners:
+            try:
+                listener(key, decision)
+            except Exception:
+                _log.exception("commit listener %r failed for %s", listener, key)
+
+    async def load(self, key: SessionKey) -> Session:
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                doc = await conn.scalar(select(sessions.c.doc).where(_SESSION), _key(key))
+        return Session() if doc is None else load_session(doc)
+
+    async def events_after(self, key: SessionKey, after_seq: int, limit: int) -> list[Event]:
+        query = (
+            select(session_events.c.seq, session_events.c.time, session_events.c.body)
+            .where(
+                session_events.c.project_id == key.project_id,
+                session_events.c.session_id == key.session_id,
+                session_events.c.seq > after_seq,
+            )
+            .order_by(session_events.c.seq)
+            .limit(limit)
+        )
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                rows = await conn.execute(query)
+        return [Event(row.seq, row.time, load_event_body(row.body)) for row in rows]
+
+    async def now(self) -> int:
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                return (await conn.execute(select(self._clock))).scalar_one()
+
+    async def next_deadline(self) -> int | None:
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                deadline: int | None = await conn.scalar(select(func.min(sessions.c.deadline_at)))
+        return deadline
+
+    async def due(self, now: int, limit: int) -> list[SessionKey]:
+        query = (
+            select(sessions.c.project_id, sessions.c.session_id)
+            .where(sessions.c.deadline_at <= now)
+            .order_by(sessions.c.deadline_at)
+            .limit(limit)
+        )
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                rows = await conn.execute(query)
+        return [SessionKey(row.project_id, row.session_id) for row in rows]
+
+    async def ping(self) -> None:
+        await self.now()
+
+    def add_listener(self, listener: CommitListener) -> None:
+        self._listeners.append(listener)
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+
+def _key(key: SessionKey) -> dict[str, str]:
+    return {"key_project_id": key.project_id, "key_session_id": key.session_id}

@@ -1,0 +1,147 @@
+"""The watch hub: per-session subscriptions fed by the store's commits, and the stream algorithm.
+
+A watcher subscribes first, then replays from the store's event log, then follows live events,
+de-duplicated by seq. Events may be published out of commit order (each writer publishes after
+its own commit), so a gap in the live feed is filled from the log: the stream is gapless (I9).
+A watcher whose buffer fills is cut off (WatchOverflow) instead of slowing writers or others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+
+from turngate.service.core import Decision, Event, Session
+from turngate.service.store.base import SessionKey, Store
+
+_REPLAY_PAGE = 500
+
+
+class WatchOverflow(Exception):
+    """The watcher fell `buffer` events behind; it resumes with its cursor."""
+
+    def __init__(self, cursor: int, buffer: int) -> None:
+        super().__init__(f"watcher fell more than {buffer} events behind; resume with after_seq={cursor}")
+        self.cursor = cursor
+
+
+class WatchClosed(Exception):
+    """The hub is shutting down; the watcher resumes elsewhere with its cursor."""
+
+    def __init__(self, cursor: int) -> None:
+        super().__init__(f"server is shutting down; resume with after_seq={cursor}")
+        self.cursor = cursor
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The session's state as of its head (the first item of a fresh or resynced stream)."""
+
+    state: Session
+    time: int
+    resync: bool
+
+
+class _Subscription:
+    def __init__(self, capacity: int) -> None:
+        self._events: deque[Event] = deque()
+        self._capacity = capacity
+        self._ready = asyncio.Event()
+        self.overflowed = False
+        self.closed = False
+
+    def offer(self, events: Sequence[Event]) -> None:
+        if self.overflowed:
+            return
+        if len(self._events) + len(events) > self._capacity:
+            self.overflowed = True
+            self._events.clear()
+        else:
+            self._events.extend(events)
+        self._ready.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._ready.set()
+
+    async def take(self) -> list[Event]:
+        """The events queued so far, waiting for at least one; [] once cut off or closed."""
+        while not self._events:
+            if self.closed or self.overflowed:
+                return []
+            self._ready.clear()
+            await self._ready.wait()
+        taken = list(self._events)
+        self._events.clear()
+        return taken
+
+
+class WatchHub:
+    """Fans committed events out to this process's watchers, per session."""
+
+    def __init__(self, store: Store, *, buffer: int, retention: int) -> None:
+        self._store = store
+        self._buffer = buffer
+        self._retention = retention
+        self._subscriptions: dict[SessionKey, set[_Subscription]] = {}
+        self._closed = False
+        store.add_listener(self.publish)
+
+    @property
+    def watchers(self) -> int:
+        return sum(len(subs) for subs in self._subscriptions.values())
+
+    def publish(self, key: SessionKey, decision: Decision) -> None:
+        if decision.events:
+            for subscription in self._subscriptions.get(key, ()):
+                subscription.offer(decision.events)
+
+    def close(self) -> None:
+        """Ends every stream (WatchClosed) and refuses new ones."""
+        self._closed = True
+        for subscriptions in self._subscriptions.values():
+            for subscription in subscriptions:
+                subscription.close()
+
+    async def follow(self, key: SessionKey, after_seq: int) -> AsyncGenerator[Snapshot | Event, None]:
+        """The session's stream after `after_seq` (0: from a snapshot of the head)."""
+        subscription = _Subscription(self._buffer)
+        if self._closed:
+            raise WatchClosed(after_seq)
+        self._subscriptions.setdefault(key, set()).add(subscription)
+        try:
+            state = await self._store.load(key)
+            cursor = after_seq
+            if after_seq == 0 or not state.head - self._retention <= after_seq <= state.head:
+                yield Snapshot(state, await self._store.now(), resync=after_seq != 0)
+                cursor = state.head
+            while True:
+                page = await self._store.events_after(key, cursor, _REPLAY_PAGE)
+                for event in page:
+                    yield event
+                    cursor = event.seq
+                if len(page) < _REPLAY_PAGE:
+                    break
+            while True:
+                live = await subscription.take()
+                if not live:
+                    if subscription.overflowed:
+                        raise WatchOverflow(cursor, self._buffer)
+                    raise WatchClosed(cursor)
+                for event in live:
+                    if event.seq <= cursor:
+                        continue
+                    if event.seq > cursor + 1:
+                        for missed in await self._store.events_after(key, cursor, event.seq - cursor - 1):
+                            yield missed
+                            cursor = missed.seq
+                    yield event
+                    cursor = event.seq
+        finally:
+            subscriptions = self._subscriptions.get(key)
+            if subscriptions is not None:
+                subscriptions.discard(subscription)
+                if not subscriptions:
+                    del self._subscriptions[key]

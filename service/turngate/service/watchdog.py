@@ -1,0 +1,72 @@
+"""The watchdog: sleeps until the earliest deadline, then applies Expire to every session due.
+
+It decides nothing: Expire asks the core, which settles whatever the store's clock says is due
+(LOST on lease expiry, CANCELLED on stop-grace expiry). Many replicas may sweep at once; the
+store's compare-and-set makes each settlement happen exactly once. A commit that sets an
+earlier deadline wakes it; `max_sleep` bounds how late it notices deadlines set elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from turngate.service.core import Decision, Expire, Swept
+from turngate.service.store.base import SessionKey, Store, StoreContention, StoreUnavailable
+
+log = logging.getLogger("turngate.watchdog")
+_US = 1_000_000
+
+
+class Watchdog:
+    def __init__(self, store: Store, *, max_sleep: float = 1.0, batch: int = 100) -> None:
+        self._store = store
+        self._max_sleep = max_sleep
+        self._batch = batch
+        self._wake = asyncio.Event()
+        self._sleeping_until: int | None = None
+        store.add_listener(self._on_commit)
+
+    def _on_commit(self, _key: SessionKey, decision: Decision) -> None:
+        deadline = decision.state.deadline()
+        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
+            self._wake.set()
+
+    async def sweep(self) -> int:
+        """Settles every session due now; returns how many turns it settled."""
+        settled = 0
+        while True:
+            due = await self._store.due(await self._store.now(), self._batch)
+            for key in due:
+                decision = await self._store.apply(key, Expire())
+                if isinstance(decision.reply, Swept) and decision.reply.settled:
+                    settled += 1
+            if len(due) < self._batch:
+                return settled
+
+    async def run(self) -> None:
+        """Reconciles at once (settles what expired while no one watched), then follows deadlines."""
+        while True:
+            try:
+                settled = await self.sweep()
+                if settled:
+                    log.info("watchdog settled %d turn(s)", settled)
+                await self._sleep_until_next_deadline()
+            except (StoreUnavailable, StoreContention) as error:
+                log.warning("watchdog sweep failed, retrying: %s", error)
+                await asyncio.sleep(self._max_sleep)
+
+    async def _sleep_until_next_deadline(self) -> None:
+        # Cleared first: a commit landing while the next deadline is read still wakes us.
+        self._wake.clear()
+        deadline = await self._store.next_deadline()
+        delay = self._max_sleep
+        if deadline is not None:
+            delay = min(delay, max(0.0, (deadline - await self._store.now()) / _US))
+        self._sleeping_until = deadline
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout=delay)
+        except TimeoutError:
+            pass
+        finally:
+            self._sleeping_until = None

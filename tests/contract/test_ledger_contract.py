@@ -1,0 +1,223 @@
+"""The ledger on every SQL backend: its rows say what the events say, and recording is idempotent."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from turngate.service.core import (
+    Admit,
+    Admitted,
+    Cancel,
+    Command,
+    Complete,
+    Event,
+    Expire,
+    Heartbeat,
+    HeartbeatReply,
+    InteractionStatus,
+    RecordInteraction,
+    RecordToolCall,
+    ResolveInteraction,
+    SettledBy,
+    ToolCallStatus,
+    TurnAdmitted,
+    TurnOutcome,
+    TurnPhase,
+    TurnSettled,
+)
+from turngate.service.core.replies import Cancelled, Refusal
+from turngate.service.ledger import InteractionView, ToolCallView, TurnView, metadata, record
+from turngate.service.store import SessionKey, SqlStore
+from turngate.service.store.engine import make_engine
+
+SECOND = 1_000_000
+KEY = SessionKey("project", "session")
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+async def admit(store: SqlStore, turn_id: str, lease: int = 20 * SECOND) -> Admitted:
+    reply = (await store.apply(KEY, Admit(turn_id, "runner", lease, TRACEPARENT))).reply
+    assert isinstance(reply, Admitted)
+    return reply
+
+
+async def time_of(store: SqlStore, command: Command) -> int:
+    """Applies `command` and returns the store-clock time its events were written at."""
+    decision = await store.apply(KEY, command)
+    assert decision.events, f"{command} changed nothing"
+    return decision.events[0].time
+
+
+async def ledger_rows(engine: AsyncEngine) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every ledger table, in primary-key order."""
+    async with engine.connect() as conn:
+        return {
+            name: [tuple(row) for row in await conn.execute(select(table).order_by(*table.primary_key))]
+            for name, table in metadata.tables.items()
+            if name != "sessions"
+        }
+
+
+async def run_a_stopped_turn(store: SqlStore) -> tuple[Admitted, dict[str, int]]:
+    """A turn with every kind of tool call and interaction, stopped by a user, ended by its runner."""
+    admitted = await store.apply(KEY, Admit("t1", "runner", 20 * SECOND, TRACEPARENT))
+    lease = admitted.reply
+    assert isinstance(lease, Admitted)
+    gen = lease.generation
+    times = {
+        "admitted": admitted.events[0].time,
+        "open": await time_of(store, RecordToolCall("t1", gen, "c-open", "search", ToolCallStatus.OPEN)),
+        "ok-opened": await time_of(store, RecordToolCall("t1", gen, "c-ok", "read", ToolCallStatus.OPEN)),
+        "ok-closed": await time_of(
+            store, RecordToolCall("t1", gen, "c-ok", "read", ToolCallStatus.SUCCEEDED)
+        ),
+        "bad": await time_of(
+            store, RecordToolCall("t1", gen, "c-bad", "write", ToolCallStatus.FAILED, "disk full")
+        ),
+        "asked": await time_of(store, RecordInteraction("t1", gen, "i-answered", "approval")),
+        "answered": await time_of(store, ResolveInteraction("i-answered", "yes")),
+        "pending": await time_of(store, RecordInteraction("t1", gen, "i-pending", "question")),
+        "stop": await time_of(store, Cancel("t1", "user pressed stop", False, "", 30 * SECOND, 600 * SECOND)),
+        "settled": await time_of(store, Complete("t1", gen, TurnOutcome.CANCELLED)),
+    }
+    return lease, times
+
+
+async def test_ledger_rows_match_the_events_of_a_stopped_turn(store: SqlStore) -> None:
+    lease, t = await run_a_stopped_turn(store)
+
+    assert await store.ledger.get_turn(KEY, "t1") == TurnView(
+        turn_id="t1",
+        runner_id="runner",
+        generation=lease.generation,
+        phase=TurnPhase.SETTLED,
+        outcome=TurnOutcome.CANCELLED,
+        settled_by=SettledBy.RUNNER,
+        stop_requested=True,
+        stop_reason="user pressed stop",
+        stop_requested_at=t["stop"],
+        stop_deadline=t["stop"] + 30 * SECOND,
+        admitted_at=t["admitted"],
+        settled_at=t["settled"],
+        lease_expires_at=lease.lease_expires_at,
+        error="",
+        traceparent=TRACEPARENT,
+        tool_calls=(
+            ToolCallView("c-open", "search", ToolCallStatus.INTERRUPTED, "", t["open"], t["settled"]),
+            ToolCallView("c-ok", "read", ToolCallStatus.SUCCEEDED, "", t["ok-opened"], t["ok-closed"]),
+            ToolCallView("c-bad", "write", ToolCallStatus.FAILED, "disk full", t["bad"], t["bad"]),
+        ),
+        interactions=(
+            InteractionView(
+                "i-answered", "approval", InteractionStatus.RESOLVED, "yes", t["asked"], t["answered"]
+            ),
+            InteractionView(
+                "i-pending", "question", InteractionStatus.CANCELLED, "", t["pending"], t["stop"]
+            ),
+        ),
+    )
+
+
+async def test_ledger_shows_a_stopping_turn_before_it_settles(store: SqlStore) -> None:
+    lease = await admit(store, "t1")
+    stopped = await store.apply(KEY, Cancel("t1", "user pressed stop", False, "", 30 * SECOND, 600 * SECOND))
+    assert isinstance(stopped.reply, Cancelled)
+
+    turn = await store.ledger.get_turn(KEY, "t1")
+
+    assert turn is not None
+    assert (turn.phase, turn.outcome, turn.settled_at) == (TurnPhase.STOPPING, None, None)
+    assert (turn.stop_requested, turn.stop_deadline) == (True, stopped.reply.stop_deadline)
+    assert turn.lease_expires_at == lease.lease_expires_at
+
+
+async def test_i7_settlement_by_the_clock_closes_calls_and_interactions_in_the_ledger(
+    store: SqlStore, pass_store_time: Callable[[int], Awaitable[None]]
+) -> None:
+    gen = (await admit(store, "t1")).generation
+    await store.apply(KEY, RecordToolCall("t1", gen, "c1", "search", ToolCallStatus.OPEN))
+    await store.apply(KEY, RecordInteraction("t1", gen, "i1", "approval"))
+    beat = (await store.apply(KEY, Heartbeat("t1", gen, lease_ttl=1))).reply
+    assert isinstance(beat, HeartbeatReply)
+    assert beat.lease_expires_at is not None
+    await pass_store_time(beat.lease_expires_at)
+
+    swept = await store.apply(KEY, Expire())
+
+    settled = swept.events[-1].body
+    assert isinstance(settled, TurnSettled)
+    turn = await store.ledger.get_turn(KEY, "t1")
+    assert turn is not None
+    assert (turn.phase, turn.outcome, turn.settled_by) == (
+        TurnPhase.SETTLED,
+        TurnOutcome.LOST,
+        SettledBy.WATCHDOG,
+    )
+    assert [(c.call_id, c.status, c.error, c.closed_at) for c in turn.tool_calls] == [
+        ("c1", ToolCallStatus.INTERRUPTED, "", settled.turn.settled_at)
+    ]
+    assert [(i.interaction_id, i.status, i.closed_at) for i in turn.interactions] == [
+        ("i1", InteractionStatus.CANCELLED, settled.turn.settled_at)
+    ]
+
+
+async def test_i4_stop_before_start_is_logged_but_makes_no_turn_row(store: SqlStore) -> None:
+    stopped = await store.apply(KEY, Cancel("t9", "too late", False, "", 30 * SECOND, 600 * SECOND))
+    refused = await store.apply(KEY, Admit("t9", "runner", 20 * SECOND))
+
+    assert isinstance(stopped.reply, Cancelled)
+    assert stopped.reply.before_start
+    assert isinstance(refused.reply, Refusal)
+    assert [e.body.kind for e in await store.events_after(KEY, 0, 10)] == ["stop_requested"]
+    assert await store.ledger.get_turn(KEY, "t9") is None
+    assert await store.ledger.list_turns(KEY, None, 10) == []
+
+
+async def test_ledger_record_is_idempotent(store: SqlStore, database_url: str) -> None:
+    await run_a_stopped_turn(store)
+    events = await store.events_after(KEY, 0, 100)
+    engine = make_engine(database_url)
+    before = await ledger_rows(engine)
+
+    async with engine.begin() as conn:
+        await record(conn, KEY, events)
+        # A projector redelivering an older batch after newer ones must not move anything back.
+        await record(conn, KEY, events[: len(events) // 2])
+        for event in events:
+            await record(conn, KEY, [event])
+
+    assert await ledger_rows(engine) == before
+    await engine.dispose()
+
+
+async def test_get_turn_reads_the_latest_generation_and_list_turns_pages_newest_first(
+    store: SqlStore, database_url: str
+) -> None:
+    generations = []
+    for i in range(5):
+        lease = await admit(store, f"t{i}")
+        await store.apply(KEY, Complete(f"t{i}", lease.generation, TurnOutcome.COMPLETED))
+        generations.append(lease.generation)
+    newest_first = generations[::-1]
+
+    first = await store.ledger.list_turns(KEY, None, 2)
+    second = await store.ledger.list_turns(KEY, first[-1].generation, 2)
+    third = await store.ledger.list_turns(KEY, second[-1].generation, 2)
+
+    assert [t.generation for t in first + second + third] == newest_first
+    assert await store.ledger.list_turns(KEY, third[-1].generation, 2) == []
+    assert all(t.outcome is TurnOutcome.COMPLETED and t.tool_calls == () for t in first + second + third)
+
+    # The same turn id admitted again later (e.g. after its session document was lost).
+    again = generations[-1] + 1
+    engine = make_engine(database_url)
+    async with engine.begin() as conn:
+        await record(conn, KEY, [Event(100, again, TurnAdmitted("t2", "runner-2", again, again, again + 1))])
+    await engine.dispose()
+    latest = await store.ledger.get_turn(KEY, "t2")
+    assert latest is not None
+    assert (latest.generation, latest.runner_id, latest.phase) == (again, "runner-2", TurnPhase.RUNNING)
+    assert await store.ledger.get_turn(KEY, "never-admitted") is None

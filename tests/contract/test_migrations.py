@@ -1,0 +1,73 @@
+"""The schema comes from the Alembic migrations alone, and migrating an up-to-date database is a no-op."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from turngate.service.ledger import metadata, migrate
+from turngate.service.ledger.migrate import alembic_config
+from turngate.service.store.engine import make_engine
+
+
+def head() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def differences(conn: Connection) -> list[object]:
+    """What the database's schema lacks or has beyond the declared tables."""
+    return list(compare_metadata(MigrationContext.configure(conn), metadata))
+
+
+async def write_marker(conn: AsyncConnection) -> object:
+    """Changes whenever anything is committed: SQLite's data_version, PostgreSQL's next xid."""
+    if conn.dialect.name == "sqlite":
+        return await conn.scalar(text("PRAGMA data_version"))
+    return await conn.scalar(text("SELECT pg_snapshot_xmax(pg_current_snapshot())::text"))
+
+
+async def test_replicas_migrating_a_blank_database_at_once_build_the_schema_once(
+    blank_database_url: str,
+) -> None:
+    # Replicas are processes: Alembic keeps the running migration in module globals, so the race
+    # that the advisory lock (PostgreSQL) or BEGIN IMMEDIATE (SQLite) settles is between processes.
+    replicas = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "turngate.service.cli", "migrate", "--store", blank_database_url
+        )
+        for _ in range(4)
+    ]
+    assert [await replica.wait() for replica in replicas] == [0, 0, 0, 0]
+
+    engine = make_engine(blank_database_url)
+    async with engine.connect() as conn:
+        versions = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalars().all()
+        assert await conn.run_sync(differences) == []
+    await engine.dispose()
+    assert versions == [head()]
+
+
+async def test_migrate_twice_writes_nothing(database_url: str) -> None:
+    engine = make_engine(database_url)
+    async with engine.connect() as conn:
+        before = await write_marker(conn)
+        await migrate(database_url)
+        after = await write_marker(conn)
+        version = await conn.scalar(text("SELECT version_num FROM alembic_version"))
+    await engine.dispose()
+
+    assert after == before
+    assert version == head()
+
+
+async def test_migrations_build_exactly_the_declared_tables(database_url: str) -> None:
+    engine = make_engine(database_url)
+    async with engine.connect() as conn:
+        assert await conn.run_sync(differences) == []
+    await engine.dispose()

@@ -1,0 +1,323 @@
+"""Small steps of the e2e tests: runner, gateway and client calls, refusals, events, forced races."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from tests.e2e.servers import Client
+from turngate.service.core import Command
+from turngate.service.server import TurngateServer
+from turngate.service.store.base import SessionKey
+from turngate.v1 import turngate_pb2 as pb
+
+DOMAIN = "turngate.v1"
+WAIT_TIMEOUT_S = 5.0
+_POLL_INTERVAL_S = 0.02
+
+M = TypeVar("M", bound=Message)
+
+# --- runner (AdmissionService) -------------------------------------------------------------
+
+
+def seconds(value: float) -> Duration:
+    duration = Duration()
+    duration.FromNanoseconds(round(value * 1e9))
+    return duration
+
+
+async def admit(
+    client: Client,
+    session: pb.SessionRef,
+    turn_id: str = "t1",
+    runner_id: str = "r1",
+    lease_ttl: float | None = None,
+) -> pb.AdmitTurnResponse:
+    request = pb.AdmitTurnRequest(session=session, turn_id=turn_id, runner_id=runner_id)
+    if lease_ttl is not None:
+        request.lease_ttl.CopyFrom(seconds(lease_ttl))
+    return await client.admission.AdmitTurn(request)
+
+
+async def heartbeat(client: Client, lease: pb.TurnLease) -> pb.HeartbeatResponse:
+    return await client.admission.Heartbeat(pb.HeartbeatRequest(lease=lease))
+
+
+async def record_call(
+    client: Client,
+    lease: pb.TurnLease,
+    call_id: str,
+    status: pb.ToolCallStatus.ValueType = pb.TOOL_CALL_STATUS_OPEN,
+    error: str = "",
+) -> pb.RecordToolCallResponse:
+    request = pb.RecordToolCallRequest(
+        lease=lease, call_id=call_id, name="search", status=status, error=error
+    )
+    return await client.admission.RecordToolCall(request)
+
+
+async def record_interaction(
+    client: Client, lease: pb.TurnLease, interaction_id: str
+) -> pb.RecordInteractionResponse:
+    request = pb.RecordInteractionRequest(lease=lease, interaction_id=interaction_id, kind="approval")
+    return await client.admission.RecordInteraction(request)
+
+
+async def complete(
+    client: Client,
+    lease: pb.TurnLease,
+    outcome: pb.TurnOutcome.ValueType = pb.TURN_OUTCOME_COMPLETED,
+    error: str = "",
+) -> pb.CompleteTurnResponse:
+    return await client.admission.CompleteTurn(
+        pb.CompleteTurnRequest(lease=lease, outcome=outcome, error=error)
+    )
+
+
+# --- gateway (ControlService) --------------------------------------------------------------
+
+
+async def stop(
+    client: Client,
+    session: pb.SessionRef,
+    expected_turn_id: str = "",
+    *,
+    force: bool = False,
+    reason: str = "user pressed stop",
+    request_id: str = "",
+) -> pb.CancelTurnResponse:
+    request = pb.CancelTurnRequest(
+        session=session,
+        expected_turn_id=expected_turn_id,
+        reason=reason,
+        force=force,
+        request_id=request_id,
+    )
+    return await client.control.CancelTurn(request)
+
+
+async def resolve(
+    client: Client, session: pb.SessionRef, interaction_id: str, resolution: str = "approved"
+) -> pb.ResolveInteractionResponse:
+    request = pb.ResolveInteractionRequest(
+        session=session, interaction_id=interaction_id, resolution=resolution
+    )
+    return await client.control.ResolveInteraction(request)
+
+
+# --- client (SessionService) ---------------------------------------------------------------
+
+
+async def snapshot(client: Client, session: pb.SessionRef) -> pb.SessionSnapshot:
+    return (await client.sessions.GetSession(pb.GetSessionRequest(session=session))).snapshot
+
+
+async def get_turn(client: Client, session: pb.SessionRef, turn_id: str) -> pb.TurnRecord:
+    return (await client.sessions.GetTurn(pb.GetTurnRequest(session=session, turn_id=turn_id))).turn
+
+
+async def state_of(client: Client, session: pb.SessionRef, *turn_ids: str) -> list[bytes]:
+    """The session's snapshot and the named turns, serialized: equal lists mean nothing changed."""
+    messages = [await snapshot(client, session), *[await get_turn(client, session, t) for t in turn_ids]]
+    return [m.SerializeToString(deterministic=True) for m in messages]
+
+
+async def events_after(client: Client, session: pb.SessionRef, after_seq: int) -> list[pb.SessionEvent]:
+    """The session's log after `after_seq` (> 0) up to the current head, replayed by WatchSession."""
+    assert after_seq > 0, "after_seq 0 starts with a snapshot, not with the log"
+    head = (await snapshot(client, session)).seq
+    events: list[pb.SessionEvent] = []
+    if head == after_seq:
+        return events
+    call = client.sessions.WatchSession(pb.WatchSessionRequest(session=session, after_seq=after_seq))
+    try:
+        async with asyncio.timeout(WAIT_TIMEOUT_S):
+            async for response in call:
+                events.append(response.event)
+                if response.event.seq >= head:
+                    break
+    finally:
+        call.cancel()
+    assert [e.seq for e in events] == list(range(after_seq + 1, head + 1)), "the log has a gap"
+    return events
+
+
+def kinds(events: list[pb.SessionEvent]) -> list[str]:
+    return [str(e.WhichOneof("kind")) for e in events]
+
+
+def settlements(events: list[pb.SessionEvent]) -> list[pb.TurnSettled]:
+    return [e.turn_settled for e in events if e.HasField("turn_settled")]
+
+
+async def wait_for_phase(
+    client: Client, session: pb.SessionRef, phase: pb.SessionPhase.ValueType
+) -> pb.SessionSnapshot:
+    """Polls GetSession until the session is in `phase` (the watchdog acts on its own time)."""
+    async with asyncio.timeout(WAIT_TIMEOUT_S):
+        while True:
+            current = await snapshot(client, session)
+            if current.phase == phase:
+                return current
+            await asyncio.sleep(_POLL_INTERVAL_S)
+
+
+async def sleep_past(instant: Timestamp) -> None:
+    """Sleeps until `instant` has passed on the store clock (an embedded SQLite's is the host's)."""
+    await asyncio.sleep(max(0.0, instant.ToNanoseconds() / 1e9 - time.time()) + 0.01)
+
+
+def advance_store_clock(monkeypatch: pytest.MonkeyPatch, ahead_s: float) -> None:
+    """Moves the store clock `ahead_s` seconds ahead until monkeypatch undoes it: an embedded
+    SQLite store's clock is the host's `time.time_ns`."""
+    host_ns = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: host_ns() + round(ahead_s * 1e9))
+
+
+def freeze_store_clock(monkeypatch: pytest.MonkeyPatch, at_ns: int) -> None:
+    """Stops the store clock at `at_ns` (since the epoch) until monkeypatch undoes it."""
+    monkeypatch.setattr(time, "time_ns", lambda: at_ns)
+
+
+# --- refusals ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A refused call: its code and the details of its google.rpc.Status."""
+
+    code: grpc.StatusCode
+    status: status_pb2.Status
+    info: error_details_pb2.ErrorInfo | None
+    retry: error_details_pb2.RetryInfo | None
+    admission: pb.AdmissionRefusal | None
+    bad_request: error_details_pb2.BadRequest | None
+
+    @property
+    def fields(self) -> set[str]:
+        assert self.bad_request is not None, f"no BadRequest in {self.status}"
+        return {v.field for v in self.bad_request.field_violations}
+
+
+def _detail(status: status_pb2.Status, kind: type[M]) -> M | None:
+    """The status's one detail of type `kind`, if any."""
+    packed = [detail for detail in status.details if detail.Is(kind.DESCRIPTOR)]
+    assert len(packed) <= 1, f"{len(packed)} {kind.__name__} details"
+    if not packed:
+        return None
+    message = kind()
+    packed[0].Unpack(message)
+    return message
+
+
+def refusal_of(error: grpc.aio.AioRpcError) -> Refused:
+    status = rpc_status.from_call(error)
+    assert status is not None, f"{error.code()} without a google.rpc.Status: {error.details()}"
+    return Refused(
+        error.code(),
+        status,
+        _detail(status, error_details_pb2.ErrorInfo),
+        _detail(status, error_details_pb2.RetryInfo),
+        _detail(status, pb.AdmissionRefusal),
+        _detail(status, error_details_pb2.BadRequest),
+    )
+
+
+async def refused(call: Awaitable[object]) -> Refused:
+    """The refusal of a call that must fail."""
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    return refusal_of(caught.value)
+
+
+_CODES = {
+    "SESSION_TURN_IN_USE": grpc.StatusCode.ABORTED,
+    "SESSION_STOPPING": grpc.StatusCode.ABORTED,
+    "TURN_CANCELLED": grpc.StatusCode.FAILED_PRECONDITION,
+    "TURN_ALREADY_SETTLED": grpc.StatusCode.FAILED_PRECONDITION,
+    "TURN_OWNED_BY_OTHER_RUNNER": grpc.StatusCode.FAILED_PRECONDITION,
+    "TURN_NOT_ACTIVE": grpc.StatusCode.FAILED_PRECONDITION,
+    "INTERACTION_NOT_PENDING": grpc.StatusCode.FAILED_PRECONDITION,
+    "LIMIT_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+
+
+def assert_reason(refusal: Refused, reason: str, *, admission: bool = False) -> None:
+    """The contract's code and ErrorInfo for `reason`; RetryInfo exactly on the ABORTED ones;
+    an AdmissionRefusal (with the same reason) exactly on AdmitTurn refusals."""
+    assert refusal.code == _CODES[reason], refusal.status
+    assert refusal.info is not None
+    assert (refusal.info.domain, refusal.info.reason) == (DOMAIN, reason)
+    assert (refusal.retry is not None) == (refusal.code == grpc.StatusCode.ABORTED)
+    if admission:
+        assert refusal.admission is not None
+        assert pb.ErrorReason.Name(refusal.admission.reason) == f"ERROR_REASON_{reason}"
+    else:
+        assert refusal.admission is None
+
+
+async def admission_refused(
+    client: Client, session: pb.SessionRef, turn_id: str, runner_id: str, reason: str
+) -> pb.AdmissionRefusal:
+    """Admits and expects the refusal `reason`; returns its AdmissionRefusal."""
+    refusal = await refused(admit(client, session, turn_id, runner_id))
+    assert_reason(refusal, reason, admission=True)
+    assert refusal.admission is not None
+    return refusal.admission
+
+
+# --- forced interleavings ------------------------------------------------------------------
+
+
+class Gate:
+    """A `before_write` hook holding every write of the given command types on one session.
+
+    `wait_full()` returns once at least `wanted[type]` writes of each type have been decided and
+    are waiting; nothing is written until `open()`. Other sessions and command types pass.
+    """
+
+    def __init__(self, session: pb.SessionRef, wanted: Mapping[type[Command], int]) -> None:
+        self._key = SessionKey(session.project_id, session.session_id)
+        self._wanted = dict(wanted)
+        self._arrived: Counter[type[Command]] = Counter()
+        self._full = asyncio.Event()
+        self._open = asyncio.Event()
+
+    async def __call__(self, key: SessionKey, command: Command) -> None:
+        if key != self._key or type(command) not in self._wanted or self._open.is_set():
+            return
+        self._arrived[type(command)] += 1
+        if all(self._arrived[kind] >= n for kind, n in self._wanted.items()):
+            self._full.set()
+        await self._open.wait()
+
+    async def wait_full(self) -> None:
+        async with asyncio.timeout(WAIT_TIMEOUT_S):
+            await self._full.wait()
+
+    def open(self) -> None:
+        self._open.set()
+
+
+@contextmanager
+def gated(server: TurngateServer, gate: Gate) -> Iterator[Gate]:
+    """Installs `gate` as the store's before_write hook; always opens and removes it."""
+    server.store.before_write = gate
+    try:
+        yield gate
+    finally:
+        gate.open()
+        server.store.before_write = None

@@ -1,0 +1,176 @@
+"""turngate as its own process: the `turngate` command, a server on a free port, its SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.e2e.servers import Client, client_for
+from tests.e2e.watching import POLL_INTERVAL_S, eventually
+
+TURNGATE = str(Path(sys.executable).with_name("turngate"))
+SERVICES = ("turngate.v1.AdmissionService", "turngate.v1.ControlService", "turngate.v1.SessionService")
+SERVING = health_pb2.HealthCheckResponse.SERVING
+# How long the command may take to start, stop or exit: reached only when a test fails.
+PROCESS_TIMEOUT_S = 20.0
+# A server that is starting refuses connections: retry them quickly instead of backing off for 1 s+.
+_FAST_RECONNECT = [
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 100),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def database(tmp: Path) -> Path:
+    """The SQLite file `spawn_server(tmp)` stores into."""
+    return tmp / "turngate.db"
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+def cli_env(**variables: str) -> dict[str, str]:
+    """This environment without any TURNGATE_* setting, plus `variables`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNGATE_")}
+    env.update(variables)
+    return env
+
+
+def run_cli(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`turngate *args` to its end."""
+    return subprocess.run(
+        [TURNGATE, *args],
+        cwd=cwd,
+        env=cli_env(**(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        check=False,
+    )
+
+
+@contextmanager
+def sqlite_file(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the SQLite file at `path`, committed unless the block raised, then closed."""
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            yield conn
+    finally:
+        conn.close()
+
+
+def dump(path: Path) -> list[str]:
+    """Everything in a SQLite file, schema and rows, as SQL: equal dumps mean nothing was written."""
+    with sqlite_file(path) as conn:
+        return list(conn.iterdump())
+
+
+@contextmanager
+def write_locked(path: Path) -> Iterator[None]:
+    """Holds SQLite's write lock from another connection: the server's writes wait (reads go on)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+async def health_of(health: health_pb2_grpc.HealthStub, service: str = "") -> int | None:
+    """The health status of `service`, or None while the server does not answer."""
+    try:
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=service), timeout=0.5)
+    except grpc.aio.AioRpcError as error:
+        if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return None
+        raise
+    status: int = reply.status
+    return status
+
+
+async def wait_for_health(health: health_pb2_grpc.HealthStub, status: int, service: str = "") -> None:
+    async def reached() -> bool:
+        return await health_of(health, service) == status
+
+    await eventually(reached)
+
+
+@dataclass
+class Spawned:
+    """A `turngate serve` process, and a client connected to it."""
+
+    process: asyncio.subprocess.Process
+    client: Client
+
+    async def kill(self) -> None:
+        """SIGKILL, as when the machine dies: no shutdown code runs."""
+        self.process.send_signal(signal.SIGKILL)
+        await self.exit_code()
+
+    def terminate(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+
+    async def exit_code(self) -> int:
+        async with asyncio.timeout(PROCESS_TIMEOUT_S):
+            return await self.process.wait()
+
+
+@asynccontextmanager
+async def spawn_server(
+    tmp: Path, *args: str, port: int | None = None, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Spawned]:
+    """`turngate serve *args` storing into `database(tmp)` unless args name a --store, listening on
+    `port` (a free one by default; --listen is added unless args or env set it), once it is
+    SERVING. On exit it is stopped with SIGTERM if it still runs."""
+    env = dict(env or {})
+    port = port or free_port()
+    if "--listen" not in args and "TURNGATE_LISTEN" not in env:
+        args = (*args, "--listen", f"127.0.0.1:{port}")
+    if "--store" not in args:
+        args = (*args, "--store", sqlite_url(database(tmp)))
+    log = tmp / f"serve-{port}.log"
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            TURNGATE, "serve", *args, cwd=tmp, env=cli_env(**env), stderr=stderr
+        )
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=_FAST_RECONNECT) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            async with asyncio.timeout(PROCESS_TIMEOUT_S):
+                while True:
+                    assert process.returncode is None, f"turngate serve exited:\n{log.read_text()}"
+                    if await health_of(health) == SERVING:
+                        break
+                    await asyncio.sleep(POLL_INTERVAL_S)
+            yield Spawned(process, client_for(channel))
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                async with asyncio.timeout(PROCESS_TIMEOUT_S):
+                    await process.wait()
+            except TimeoutError:
+                process.kill()
+                await process.wait()

@@ -1,0 +1,84 @@
+"""The `turngate` command as an operator runs it: bad settings refuse to start (exit 2, one line
+naming the setting), `migrate` is idempotent, a busy port exits 1, and flags override TURNGATE_*.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from alembic.script import ScriptDirectory
+
+from tests.e2e.processes import database, dump, free_port, run_cli, spawn_server, sqlite_file, sqlite_url
+from turngate.service.ledger.migrate import alembic_config
+
+TABLES = {"alembic_version", "sessions", "session_events", "turns", "tool_calls", "interactions"}
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "setting"),
+    [
+        (("--lease-ttl", "0.5"), {}, "lease_ttl"),
+        (("--listen", "localhost"), {}, "listen"),
+        (("--store", "mysql://admin:s3cret@db.example/turngate"), {}, "store"),
+        ((), {"TURNGATE_STOP_GRACE": "abc"}, "stop_grace"),
+    ],
+    ids=["lease-below-1s", "listen-without-port", "store-scheme", "stop-grace-env-not-a-number"],
+)
+def test_serve_refuses_invalid_settings_with_exit_2_and_one_line_naming_the_setting(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], setting: str
+) -> None:
+    result = run_cli(tmp_path, "serve", *args, env=env)
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("turngate: invalid settings: ")
+    assert setting in line
+    assert "s3cret" not in line  # a store URL may carry a password: never echoed
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # it never got as far as creating the default store
+
+
+def test_migrate_creates_the_schema_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
+    store = tmp_path / "y.db"
+    assert run_cli(tmp_path, "migrate", "--store", sqlite_url(store)).returncode == 0
+    with sqlite_file(store) as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        [(revision,)] = db.execute("SELECT version_num FROM alembic_version")
+    assert tables == TABLES
+    assert revision == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+    schema = dump(store)
+    again = run_cli(tmp_path, "migrate", "--store", sqlite_url(store))
+    assert again.returncode == 0, again.stderr
+    assert dump(store) == schema
+
+
+def test_serve_on_a_port_in_use_exits_1_with_a_clear_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        result = run_cli(tmp_path, "serve", "--listen", address, "--store", sqlite_url(database(tmp_path)))
+    assert result.returncode == 1
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("turngate:")]
+    assert line.startswith(f"turngate: cannot listen on {address}")
+    assert "Traceback" not in result.stderr
+
+
+async def test_serve_listens_where_turngate_listen_says_and_the_flag_overrides_it(tmp_path: Path) -> None:
+    by_env, by_flag, overridden = free_port(), free_port(), free_port()
+    (tmp_path / "env").mkdir()
+    (tmp_path / "flag").mkdir()
+    async with (
+        spawn_server(tmp_path / "env", port=by_env, env={"TURNGATE_LISTEN": f"127.0.0.1:{by_env}"}),
+        spawn_server(
+            tmp_path / "flag",
+            "--listen",
+            f"127.0.0.1:{by_flag}",
+            port=by_flag,
+            env={"TURNGATE_LISTEN": f"127.0.0.1:{overridden}"},
+        ),
+    ):
+        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", overridden)):
+            pass

@@ -1,0 +1,36 @@
+"""The README's five-minute tour runs as printed against a real server."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from turngate.service.server import TurngateServer
+
+TOUR = Path(__file__).resolve().parents[2] / "examples" / "tour.py"
+
+
+async def test_readme_tour_shows_busy_refusal_guarded_stop_and_interrupted_call(
+    server: TurngateServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location("tour", TOUR)
+    assert spec is not None
+    assert spec.loader is not None
+    tour = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tour)
+
+    await tour.tour(f"127.0.0.1:{server.port}")
+
+    printed = capsys.readouterr().out
+    for line in (
+        "ABORTED SESSION_TURN_IN_USE active=turn-1",
+        "cancelled: stopping=turn-1",
+        "directive=DIRECTIVE_STOP reason='user'",
+        "outcome=TURN_OUTCOME_CANCELLED recorded=True",
+        "mismatch: current=turn-2",
+        "call-1 TOOL_CALL_STATUS_INTERRUPTED",
+        "[watch] seq=5 turn_settled",
+    ):
+        assert line in printed

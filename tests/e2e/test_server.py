@@ -1,0 +1,136 @@
+"""The server around the services: health follows the store, reflection serves the contract,
+SIGTERM drains gracefully, and an internal error reaches the client as INTERNAL, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_status import rpc_status
+
+from tests.e2e.calls import admit, complete, snapshot, stop
+from tests.e2e.processes import (
+    SERVICES,
+    SERVING,
+    database,
+    spawn_server,
+    sqlite_file,
+    wait_for_health,
+    write_locked,
+)
+from tests.e2e.servers import Client, OwnServer
+from tests.e2e.watching import collect, ended, eventually, watch
+from turngate.service.server import TurngateServer
+from turngate.service.store.base import StoreUnavailable
+from turngate.v1 import turngate_pb2 as pb
+
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def test_health_is_serving_for_the_server_and_each_service_while_the_store_answers(
+    client: Client,
+) -> None:
+    health = health_pb2_grpc.HealthStub(client.channel)
+    for service in ("", *SERVICES):
+        await wait_for_health(health, SERVING, service)
+
+
+async def test_health_is_not_serving_while_the_store_does_not_answer(
+    own_server: OwnServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down() -> None:
+        raise StoreUnavailable("the test took the store away")
+
+    async with own_server() as (server, client):
+        health = health_pb2_grpc.HealthStub(client.channel)
+        await wait_for_health(health, SERVING)
+        monkeypatch.setattr(server.store, "ping", down)
+        for service in ("", *SERVICES):
+            await wait_for_health(health, NOT_SERVING, service)
+        monkeypatch.undo()
+        for service in ("", *SERVICES):
+            await wait_for_health(health, SERVING, service)
+
+
+async def test_reflection_lists_the_three_services_and_serves_their_contract(client: Client) -> None:
+    reflect = reflection_pb2_grpc.ServerReflectionStub(client.channel)
+    call = reflect.ServerReflectionInfo()
+    await call.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+    await call.write(reflection_pb2.ServerReflectionRequest(file_containing_symbol=SERVICES[0]))
+    await call.done_writing()
+    listed, files = [response async for response in call]
+
+    names = {s.name for s in listed.list_services_response.service}
+    assert set(SERVICES) <= names
+    contract = descriptor_pb2.FileDescriptorProto.FromString(
+        files.file_descriptor_response.file_descriptor_proto[0]
+    )
+    assert contract.name == "turngate/v1/turngate.proto"
+    assert {f"{contract.package}.{s.name}" for s in contract.service} == set(SERVICES)
+
+
+async def test_sigterm_finishes_the_call_in_flight_refuses_new_ones_ends_watches_and_exits_0(
+    tmp_path: Path, session: pb.SessionRef
+) -> None:
+    async with spawn_server(tmp_path) as served:
+        client = served.client
+        stream = watch(client, session)
+        await collect(stream, 1)
+        with write_locked(database(tmp_path)):
+            in_flight = asyncio.create_task(admit(client, session, "t1"))
+            await asyncio.sleep(0.3)  # it reaches the server, which waits for the store's write lock
+            served.terminate()
+
+            async def refused() -> bool:
+                try:
+                    await snapshot(client, session)
+                except grpc.aio.AioRpcError as error:
+                    return error.code() == grpc.StatusCode.UNAVAILABLE
+                return False
+
+            await eventually(refused)
+            delivered, error = await ended(stream)
+            assert delivered == []
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+        admitted = await in_flight
+        assert admitted.lease.turn_id == "t1"
+        assert admitted.lease.generation > 0
+        assert await served.exit_code() == 0
+
+
+async def test_internal_error_reaches_the_client_as_internal_without_a_traceback(
+    server: TurngateServer, client: Client, session: pb.SessionRef, caplog: pytest.LogCaptureFixture
+) -> None:
+    await complete(client, (await admit(client, session, "t1")).lease)
+    # A session document the service cannot read: a bug's worth of unexpected exception.
+    garbage = '{"next_seq": "not a number"}'
+    with sqlite_file(Path(server.settings.store.removeprefix("sqlite+aiosqlite:///"))) as db:
+        db.execute(
+            "UPDATE sessions SET doc = ? WHERE project_id = ? AND session_id = ?",
+            (garbage, session.project_id, session.session_id),
+        )
+
+    failures: list[grpc.aio.AioRpcError] = []
+    with caplog.at_level(logging.ERROR, logger="turngate.api"):
+        for call in (snapshot(client, session), admit(client, session, "t2"), stop(client, session)):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call
+            failures.append(caught.value)
+        failures.append((await ended(watch(client, session)))[1])
+
+    for failure in failures:
+        assert failure.code() == grpc.StatusCode.INTERNAL
+        status = rpc_status.from_call(failure)
+        assert status is not None
+        assert list(status.details) == []
+        shown = f"{failure.details()} {failure.trailing_metadata()} {failure.debug_error_string()}"
+        for leak in ("Traceback", "File ", "not a number", "ValidationError", "next_seq"):
+            assert leak not in shown
+    assert len([r for r in caplog.records if r.exc_info]) == len(failures)

@@ -1,0 +1,119 @@
+"""Watching sessions end to end: open WatchSession streams, read what they deliver, and write
+the runner and gateway traffic they watch."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import grpc
+
+from tests.e2e.calls import WAIT_TIMEOUT_S, admit, complete, record_call, record_interaction, resolve, stop
+from tests.e2e.servers import Client
+from turngate.v1 import turngate_pb2 as pb
+
+Watch = grpc.aio.UnaryStreamCall[pb.WatchSessionRequest, pb.WatchSessionResponse]
+EventTest = Callable[[pb.SessionEvent], bool]
+# How long a stream may take to deliver what a test waits for: reached only when the test fails.
+STREAM_TIMEOUT_S = 15.0
+POLL_INTERVAL_S = 0.01
+
+
+async def eventually(check: Callable[[], bool | Awaitable[bool]]) -> None:
+    """Polls `check` until it passes (for state nothing signals); fails after WAIT_TIMEOUT_S."""
+    async with asyncio.timeout(WAIT_TIMEOUT_S):
+        while True:
+            passed = check()
+            if passed if isinstance(passed, bool) else await passed:
+                return
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+
+def watch(client: Client, session: pb.SessionRef, after_seq: int = 0, turn_id: str = "") -> Watch:
+    return client.sessions.WatchSession(
+        pb.WatchSessionRequest(session=session, after_seq=after_seq, turn_id=turn_id)
+    )
+
+
+async def _next(stream: Watch) -> pb.SessionEvent:
+    response = await stream.read()
+    assert response is not grpc.aio.EOF, "the watch stream ended"
+    assert isinstance(response, pb.WatchSessionResponse)
+    return response.event
+
+
+async def collect(stream: Watch, n: int) -> list[pb.SessionEvent]:
+    """The next `n` events of `stream`."""
+    async with asyncio.timeout(STREAM_TIMEOUT_S):
+        return [await _next(stream) for _ in range(n)]
+
+
+async def collect_until(stream: Watch, last: EventTest) -> list[pb.SessionEvent]:
+    """The events of `stream` up to and including the first one that passes `last`."""
+    events: list[pb.SessionEvent] = []
+    async with asyncio.timeout(STREAM_TIMEOUT_S):
+        while not events or not last(events[-1]):
+            events.append(await _next(stream))
+    return events
+
+
+async def ended(stream: Watch) -> tuple[list[pb.SessionEvent], grpc.aio.AioRpcError]:
+    """The events `stream` still delivers, and the error that ends it (a clean end fails)."""
+    events: list[pb.SessionEvent] = []
+    try:
+        async with asyncio.timeout(STREAM_TIMEOUT_S):
+            while True:
+                events.append(await _next(stream))
+    except grpc.aio.AioRpcError as error:
+        return events, error
+
+
+def settles(turn_id: str) -> EventTest:
+    """Passes the turn_settled event of `turn_id`."""
+    return lambda event: event.HasField("turn_settled") and event.turn_settled.turn.turn_id == turn_id
+
+
+def turn_of(event: pb.SessionEvent) -> str:
+    """The turn an event is about ('' for a snapshot)."""
+    match event.WhichOneof("kind"):
+        case "turn_admitted":
+            return event.turn_admitted.turn.turn_id
+        case "stop_requested":
+            return event.stop_requested.turn_id
+        case "tool_call":
+            return event.tool_call.turn_id
+        case "interaction":
+            return event.interaction.turn_id
+        case "turn_settled":
+            return event.turn_settled.turn.turn_id
+    return ""
+
+
+def seqs(events: list[pb.SessionEvent]) -> list[int]:
+    return [e.seq for e in events]
+
+
+async def write_tool_calls(
+    client: Client, lease: pb.TurnLease, n: int, prefix: str = "call", error: str = ""
+) -> None:
+    """Records `n` finished tool calls, one event each (FAILED with `error` when one is given)."""
+    status = pb.TOOL_CALL_STATUS_FAILED if error else pb.TOOL_CALL_STATUS_SUCCEEDED
+    for i in range(n):
+        await record_call(client, lease, f"{prefix}-{i}", status, error)
+
+
+async def act_out_turn(client: Client, session: pb.SessionRef, turn_id: str) -> None:
+    """A runner and a gateway act on one turn: admission, tool calls, approvals (one answered
+    while the runner works), a Stop that withdraws the open approval, and the runner's CANCELLED
+    report, which interrupts the tool call still open."""
+    lease = (await admit(client, session, turn_id)).lease
+    await record_call(client, lease, "c1")
+    await record_interaction(client, lease, "i1")
+    await asyncio.gather(
+        resolve(client, session, "i1"),
+        record_call(client, lease, "c1", pb.TOOL_CALL_STATUS_SUCCEEDED),
+        record_call(client, lease, "c2"),
+    )
+    await record_interaction(client, lease, "i2")
+    await stop(client, session, turn_id)
+    await complete(client, lease, pb.TURN_OUTCOME_CANCELLED)
