@@ -63,10 +63,11 @@ class SessionService(pb_grpc.SessionServiceServicer):
         record = convert.turn_view(view)
         active = (await self._store.load(key)).active
         if active is not None and active.generation == view.generation:
-            # The ledger keeps what events said; the live document has the current lease.
-            # Cleared first: merging a Timestamp keeps the old nanos where the new ones are 0.
-            record.ClearField("lease_expires_at")
-            record.MergeFrom(convert.active_turn(active))
+            # The live document has the current lease and phase; the ledger has the calls.
+            live = convert.active_turn(active)
+            live.tool_calls.extend(record.tool_calls)
+            live.interactions.extend(record.interactions)
+            record = live
         return pb.GetTurnResponse(turn=record)
 
     @guarded
