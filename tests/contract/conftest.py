@@ -1,9 +1,10 @@
-"""Real databases for the store contract: every test runs on SQLite and on PostgreSQL.
+"""Real databases for the store contract: store tests run on SQLite, PostgreSQL and Redis; ledger
+and migration tests on the two SQL backends.
 
-Each backend is migrated once per run into a template, and every test gets a fresh copy: a
+Each SQL backend is migrated once per run into a template, and every test gets a fresh copy: a
 copied SQLite file, or a PostgreSQL database created from the template and dropped afterwards.
 PostgreSQL is the server at TURNGATE_TEST_POSTGRES (default: user postgres on 127.0.0.1:5432,
-trust auth); without one, deselect its half with `-m "not postgres"`.
+trust auth); without one, deselect its part with `-m "not postgres"`. Redis: see backends.py.
 """
 
 from __future__ import annotations
@@ -14,14 +15,28 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
 from sqlalchemy import URL, make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.contract.backends import (
+    MAX_ATTEMPTS,
+    REDIS_SERVER,
+    ContractStore,
+    OpenStore,
+    delete_keyspace,
+    open_redis_store,
+    open_sql_store,
+    unique_keyspace,
+    wait_past,
+)
 from turngate.service.ledger import migrate
 from turngate.service.store import SqlStore, open_store
+from turngate.service.store.redis import RedisStore
+from turngate.service.store.redis_keys import Keyspace
 
 POSTGRES_SERVER = os.environ.get("TURNGATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -76,18 +91,25 @@ def _postgres_database(template: str = "template1") -> Iterator[str]:
         _postgres_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
-BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=BACKENDS)
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A migrated, empty database of each backend, for this test alone."""
-    if request.param == "sqlite":
+@contextmanager
+def _migrated_database(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> Iterator[str]:
+    if backend == "sqlite":
         path = tmp_path / "turngate.db"
         shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
         yield f"sqlite+aiosqlite:///{path}"
         return
     with _postgres_database(request.getfixturevalue("postgres_template")) as url:
+        yield url
+
+
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+STORE_BACKENDS = [*BACKENDS, pytest.param("redis", marks=pytest.mark.redis)]
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated, empty database of each backend, for this test alone."""
+    with _migrated_database(request, tmp_path, request.param) as url:
         yield url
 
 
@@ -111,9 +133,54 @@ async def store(database_url: str) -> AsyncIterator[SqlStore]:
 @pytest.fixture
 def pass_store_time(store: SqlStore) -> Callable[[int], Awaitable[None]]:
     """Waits until the store's clock has passed `instant` (µs), so deadlines up to it are due."""
+    return partial(wait_past, store)
 
-    async def wait(instant: int) -> None:
-        await asyncio.sleep((instant - await store.now()) / 1_000_000 + 0.001)
-        assert await store.now() > instant
 
-    return wait
+@pytest.fixture
+def redis_keyspace() -> Iterator[Keyspace]:
+    """A keyspace of this test's own on the shared Redis, deleted afterwards."""
+    keys = unique_keyspace()
+    yield keys
+    delete_keyspace(REDIS_SERVER, keys)
+
+
+@pytest.fixture
+async def redis_store(redis_keyspace: Keyspace) -> AsyncIterator[RedisStore]:
+    store = open_redis_store(REDIS_SERVER, redis_keyspace)
+    yield store
+    await store.close()
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store_opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
+    """Opens stores on one empty data set of each backend (SQLite, PostgreSQL, Redis)."""
+    if request.param == "redis":
+        keys = request.getfixturevalue("redis_keyspace")
+
+        def open_on_redis(*, max_attempts: int = MAX_ATTEMPTS) -> ContractStore:
+            return open_redis_store(REDIS_SERVER, keys, max_attempts=max_attempts)
+
+        yield open_on_redis
+        return
+    with _migrated_database(request, tmp_path, request.param) as url:
+        yield partial(open_sql_store, url)
+
+
+@pytest.fixture
+async def open_any_store(store_opener: OpenStore) -> AsyncIterator[OpenStore]:
+    """Like `store_opener`, and closes every store it opened when the test ends."""
+    opened: list[ContractStore] = []
+
+    def open_tracked(*, max_attempts: int = MAX_ATTEMPTS) -> ContractStore:
+        opened.append(store_opener(max_attempts=max_attempts))
+        return opened[-1]
+
+    yield open_tracked
+    for store in opened:
+        await store.close()
+
+
+@pytest.fixture
+def any_store(open_any_store: OpenStore) -> ContractStore:
+    """A store of each backend on an empty data set; `open_any_store()` opens more replicas of it."""
+    return open_any_store()

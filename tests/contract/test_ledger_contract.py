@@ -30,6 +30,7 @@ from turngate.service.core import (
 )
 from turngate.service.core.replies import Cancelled, Refusal
 from turngate.service.ledger import InteractionView, ToolCallView, TurnView, metadata, record
+from turngate.service.ledger.record import record_sessions
 from turngate.service.store import SessionKey, SqlStore
 from turngate.service.store.engine import make_engine
 
@@ -221,3 +222,46 @@ async def test_get_turn_reads_the_latest_generation_and_list_turns_pages_newest_
     assert latest is not None
     assert (latest.generation, latest.runner_id, latest.phase) == (again, "runner-2", TurnPhase.RUNNING)
     assert await store.ledger.get_turn(KEY, "never-admitted") is None
+
+
+async def test_recording_many_sessions_at_once_writes_what_recording_each_commit_writes(
+    store: SqlStore, database_url: str
+) -> None:
+    """The projector records its batches with writes grouped by kind across sessions."""
+    await run_a_stopped_turn(store)
+    # A second turn, so that one session's batch holds writes of every kind more than once.
+    await play_a_turn_to_completion(store, "t2")
+    events = await store.events_after(KEY, 0, 100)
+    engine = make_engine(database_url)
+    copies = [SessionKey("batched", "a"), SessionKey("batched", "b")]
+
+    async with engine.begin() as conn:
+        await record_sessions(conn, [(copy, events) for copy in copies])
+
+    per_commit = await ledger_rows_of(engine, KEY)
+    assert [await ledger_rows_of(engine, copy) for copy in copies] == [per_commit, per_commit]
+    await engine.dispose()
+
+
+async def play_a_turn_to_completion(store: SqlStore, turn_id: str) -> None:
+    lease = await admit(store, turn_id)
+    await store.apply(KEY, RecordToolCall(turn_id, lease.generation, "c1", "read", ToolCallStatus.OPEN))
+    await store.apply(KEY, RecordInteraction(turn_id, lease.generation, "i1", "approval"))
+    await store.apply(KEY, Complete(turn_id, lease.generation, TurnOutcome.COMPLETED))
+
+
+async def ledger_rows_of(engine: AsyncEngine, key: SessionKey) -> dict[str, list[tuple[object, ...]]]:
+    """The session's rows of every ledger table, without the session's key."""
+    async with engine.connect() as conn:
+        return {
+            name: [
+                tuple(row)[2:]
+                for row in await conn.execute(
+                    select(table)
+                    .where(table.c.project_id == key.project_id, table.c.session_id == key.session_id)
+                    .order_by(*table.primary_key)
+                )
+            ]
+            for name, table in metadata.tables.items()
+            if name not in ("sessions", "ledger_cursors")
+        }

@@ -1,4 +1,8 @@
-"""The Store contract (store/base.py) on every SQL backend: atomic compare-and-set, events, clock."""
+"""The Store contract (store/base.py) on every backend: atomic compare-and-set, events, clock.
+
+The store-level tests run on SQLite, PostgreSQL and Redis (`any_store`); those about SQL
+specifics (ledger rows written with the state, SQLite pragmas, opening by URL) on SQL alone.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +17,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from tests.contract.backends import ContractStore, OpenStore, open_redis_store, open_sql_store, wait_past
+from tests.contract.sessions import KEY, LEASE, SECOND, admit, open_call, stop
 from turngate.service.core import (
     Admit,
     Admitted,
-    Cancel,
     Command,
     Complete,
     CompleteReply,
@@ -24,39 +29,64 @@ from turngate.service.core import (
     ErrorReason,
     Expire,
     Heartbeat,
-    RecordToolCall,
     Refusal,
     SettledBy,
-    ToolCallStatus,
     TurnOutcome,
     TurnSettled,
 )
 from turngate.service.core.model import Session
 from turngate.service.ledger import migrate
-from turngate.service.store import SessionKey, SqlStore, StoreContention, StoreUnavailable, open_store
+from turngate.service.store import SessionKey, SqlStore, Store, StoreContention, StoreUnavailable, open_store
 from turngate.service.store.engine import make_engine
-
-SECOND = 1_000_000
-LEASE = 20 * SECOND
-KEY = SessionKey("project", "session")
+from turngate.service.store.redis_keys import Keyspace
 
 
-def stop(turn_id: str, *, force: bool = False, grace: int = 30 * SECOND) -> Cancel:
-    return Cancel(turn_id, "user pressed stop", force, "", grace, 600 * SECOND)
+async def admit_at_once(store: Store, turns: int) -> list[Decision]:
+    """`turns` different turns ask for KEY at the same time."""
+    return await asyncio.gather(*(store.apply(KEY, Admit(f"t{i}", "runner", LEASE)) for i in range(turns)))
 
 
-def open_call(turn_id: str, generation: int, call_id: str) -> RecordToolCall:
-    return RecordToolCall(turn_id, generation, call_id, "tool", ToolCallStatus.OPEN)
+async def settle_in_a_race(store: ContractStore) -> tuple[list[Command], list[Decision]]:
+    """Two sweeps and the runner's late Complete all decide on the expired turn t1 before any of
+    them writes. Returns the decisions that reached the write, and the three decisions."""
+    lease = await admit(store, KEY, "t1", lease=1_000)
+    await wait_past(store, lease.lease_expires_at)
+    all_have_decided = asyncio.Barrier(3)
+    writes: list[Command] = []
+
+    async def write_together(_key: SessionKey, command: Command) -> None:
+        writes.append(command)
+        if len(writes) <= 3:
+            await all_have_decided.wait()
+
+    store.before_write = write_together
+    decisions = await asyncio.gather(
+        store.apply(KEY, Expire()),
+        store.apply(KEY, Expire()),
+        store.apply(KEY, Complete("t1", lease.generation, TurnOutcome.COMPLETED)),
+    )
+    return writes, list(decisions)
 
 
-async def admit(store: SqlStore, key: SessionKey, turn_id: str, lease: int = LEASE) -> Admitted:
-    reply = (await store.apply(key, Admit(turn_id, "runner", lease))).reply
-    assert isinstance(reply, Admitted)
-    return reply
+async def open_call_overtaken_once(
+    store: ContractStore, other_replica: Store
+) -> tuple[list[Command], Decision]:
+    """Opens tool call "ours" on t1 while `other_replica` opens "theirs" between our read and
+    our write. Returns the decisions that reached the write, and ours."""
+    lease = await admit(store, KEY, "t1")
+    writes: list[Command] = []
+
+    async def overtaken_once(_key: SessionKey, command: Command) -> None:
+        writes.append(command)
+        if len(writes) == 1:
+            await other_replica.apply(KEY, open_call("t1", lease.generation, "theirs"))
+
+    store.before_write = overtaken_once
+    return writes, await store.apply(KEY, open_call("t1", lease.generation, "ours"))
 
 
-async def test_i1_200_concurrent_admits_admit_exactly_one(store: SqlStore) -> None:
-    decisions = await asyncio.gather(*(store.apply(KEY, Admit(f"t{i}", "runner", LEASE)) for i in range(200)))
+async def test_i1_200_concurrent_admits_admit_exactly_one(any_store: ContractStore) -> None:
+    decisions = await admit_at_once(any_store, 200)
 
     admitted = [d.reply for d in decisions if isinstance(d.reply, Admitted)]
     refused = [d.reply for d in decisions if isinstance(d.reply, Refusal)]
@@ -64,30 +94,29 @@ async def test_i1_200_concurrent_admits_admit_exactly_one(store: SqlStore) -> No
     winner = admitted[0].turn_id
     assert len(refused) == 199
     assert {(r.reason, r.active_turn_id) for r in refused} == {(ErrorReason.SESSION_TURN_IN_USE, winner)}
-    assert [(e.seq, e.turn_id) for e in await store.events_after(KEY, 0, 1000)] == [(1, winner)]
-    state = await store.load(KEY)
+    assert [(e.seq, e.turn_id) for e in await any_store.events_after(KEY, 0, 1000)] == [(1, winner)]
+    state = await any_store.load(KEY)
     assert state.active is not None
     assert state.active.turn_id == winner
-    assert [t.turn_id for t in await store.ledger.list_turns(KEY, None, 10)] == [winner]
 
 
-async def test_i9_50_concurrent_writers_lose_no_update_and_leave_no_gap(store: SqlStore) -> None:
-    lease = await admit(store, KEY, "t1")
+async def test_i9_50_concurrent_writers_lose_no_update_and_leave_no_gap(any_store: ContractStore) -> None:
+    lease = await admit(any_store, KEY, "t1")
 
     decisions = await asyncio.gather(
-        *(store.apply(KEY, open_call("t1", lease.generation, f"c{i}")) for i in range(50))
+        *(any_store.apply(KEY, open_call("t1", lease.generation, f"c{i}")) for i in range(50))
     )
 
-    state = await store.load(KEY)
+    state = await any_store.load(KEY)
     assert state.active is not None
     assert set(state.active.tool_calls) == {f"c{i}" for i in range(50)}
     assert sorted(e.seq for d in decisions for e in d.events) == list(range(2, 52))
-    assert [e.seq for e in await store.events_after(KEY, 0, 1000)] == list(range(1, 52))
+    assert [e.seq for e in await any_store.events_after(KEY, 0, 1000)] == list(range(1, 52))
     assert state.head == 51
 
 
-async def test_i9_events_gapless_and_state_change_together(store: SqlStore) -> None:
-    lease = await admit(store, KEY, "t1")
+async def test_i9_events_gapless_and_state_change_together(any_store: ContractStore) -> None:
+    lease = await admit(any_store, KEY, "t1")
     commands: list[Command] = [
         open_call("t1", lease.generation, "c1"),
         Heartbeat("t1", lease.generation),
@@ -95,15 +124,247 @@ async def test_i9_events_gapless_and_state_change_together(store: SqlStore) -> N
         Complete("t1", lease.generation, TurnOutcome.CANCELLED),
     ]
     for command in commands:
-        decision = await store.apply(KEY, command)
-        state = await store.load(KEY)
-        events = await store.events_after(KEY, 0, 100)
+        decision = await any_store.apply(KEY, command)
+        state = await any_store.load(KEY)
+        events = await any_store.events_after(KEY, 0, 100)
         assert state == decision.state
         assert [e.seq for e in events] == list(range(1, state.head + 1))
         assert tuple(events[len(events) - len(decision.events) :]) == decision.events
 
-    assert await store.events_after(KEY, 2, 2) == events[2:4]
-    assert await store.events_after(KEY, state.head, 10) == []
+    assert await any_store.events_after(KEY, 2, 2) == events[2:4]
+    assert await any_store.events_after(KEY, state.head, 10) == []
+
+
+async def test_i6_two_sweeps_racing_late_complete_settle_once(any_store: ContractStore) -> None:
+    writes, decisions = await settle_in_a_race(any_store)
+
+    assert len(writes) == 3, "the losers re-decided on fresh state and found nothing to write"
+    assert sum(d.changed for d in decisions) == 1
+    settled = [e.body for e in await any_store.events_after(KEY, 0, 100) if isinstance(e.body, TurnSettled)]
+    assert len(settled) == 1
+    assert (settled[0].turn.outcome, settled[0].turn.settled_by) == (TurnOutcome.LOST, SettledBy.WATCHDOG)
+    assert decisions[2].reply == CompleteReply(settled[0].turn, recorded=False)
+
+
+async def test_cas_conflict_injected_between_read_and_write_retries_without_lost_update(
+    any_store: ContractStore, open_any_store: OpenStore
+) -> None:
+    writes, decision = await open_call_overtaken_once(any_store, open_any_store())
+
+    assert len(writes) == 2, "decided, lost the race, decided again"
+    assert [e.seq for e in decision.events] == [3]
+    state = await any_store.load(KEY)
+    assert state.active is not None
+    assert list(state.active.tool_calls) == ["theirs", "ours"]
+    assert [e.seq for e in await any_store.events_after(KEY, 0, 100)] == [1, 2, 3]
+
+
+async def test_cas_gives_up_with_store_contention_after_bounded_attempts(open_any_store: OpenStore) -> None:
+    store, other_replica = open_any_store(max_attempts=3), open_any_store()
+    lease = await admit(store, KEY, "t1")
+    attempts: list[Command] = []
+
+    async def always_overtaken(_key: SessionKey, command: Command) -> None:
+        attempts.append(command)
+        await other_replica.apply(KEY, Heartbeat("t1", lease.generation))
+
+    store.before_write = always_overtaken
+    with pytest.raises(StoreContention):
+        await store.apply(KEY, open_call("t1", lease.generation, "ours"))
+
+    assert len(attempts) == 3
+    state = await store.load(KEY)
+    assert state.active is not None
+    assert dict(state.active.tool_calls) == {}
+    assert [e.seq for e in await store.events_after(KEY, 0, 100)] == [1]
+
+
+async def test_unchanged_decision_writes_nothing_and_notifies_no_one(any_store: ContractStore) -> None:
+    committed: list[Decision] = []
+    any_store.add_listener(lambda _key, decision: committed.append(decision))
+    first = await any_store.apply(KEY, Admit("t1", "runner", LEASE))
+    writes: list[Command] = []
+
+    async def count(_key: SessionKey, command: Command) -> None:
+        writes.append(command)
+
+    any_store.before_write = count
+    replay = await any_store.apply(KEY, Admit("t1", "runner", LEASE))
+
+    assert isinstance(replay.reply, Admitted)
+    assert replay.reply.replayed
+    assert not replay.changed
+    assert writes == []
+    assert committed == [first]
+    assert await any_store.load(KEY) == first.state
+
+
+async def test_listeners_run_after_commit_and_a_failing_one_is_contained(
+    any_store: ContractStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(_key: SessionKey, _decision: Decision) -> None:
+        raise RuntimeError("listener bug")
+
+    seen: list[tuple[SessionKey, Decision]] = []
+    any_store.add_listener(broken)
+    any_store.add_listener(lambda key, decision: seen.append((key, decision)))
+
+    decision = await any_store.apply(KEY, Admit("t1", "runner", LEASE))
+
+    assert seen == [(KEY, decision)]
+    assert "listener bug" in caplog.text
+    assert await any_store.events_after(KEY, 0, 10) == list(decision.events)
+
+
+async def test_a_cancelled_caller_neither_interrupts_its_write_nor_skips_the_listeners(
+    any_store: ContractStore,
+) -> None:
+    committed = asyncio.Event()
+    any_store.add_listener(lambda _key, _decision: committed.set())
+    decided, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(_key: SessionKey, _command: Command) -> None:
+        decided.set()
+        await release.wait()
+
+    any_store.before_write = hold
+    caller = asyncio.create_task(any_store.apply(KEY, Admit("t1", "runner", LEASE)))
+    await decided.wait()
+    caller.cancel()
+    release.set()
+
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    await asyncio.wait_for(committed.wait(), timeout=5)
+    assert [e.body.kind for e in await any_store.events_after(KEY, 0, 10)] == ["turn_admitted"]
+
+
+async def test_i11_sessions_of_two_projects_are_separate(any_store: ContractStore) -> None:
+    mine, theirs = SessionKey("project-a", "same-session"), SessionKey("project-b", "same-session")
+    await admit(any_store, mine, "t1")
+    their_lease = await admit(any_store, theirs, "t1")
+
+    stopped = await any_store.apply(mine, stop("t1", force=True))
+
+    assert stopped.state.active is None
+    their_state = await any_store.load(theirs)
+    assert their_state.active is not None
+    assert their_state.active.generation == their_lease.generation
+    assert [e.body.kind for e in await any_store.events_after(theirs, 0, 10)] == ["turn_admitted"]
+    assert len(await any_store.events_after(mine, 0, 10)) == 3
+    assert await any_store.due(their_lease.lease_expires_at, 10) == [theirs]
+
+
+async def test_deadline_index_due_and_next_deadline(any_store: ContractStore) -> None:
+    assert await any_store.next_deadline() is None
+    assert await any_store.due(2**62, 10) == []
+    leases = {
+        name: await admit(any_store, SessionKey("p", name), "t1", lease)
+        for name, lease in [("late", 30 * SECOND), ("early", 10 * SECOND), ("middle", 20 * SECOND)]
+    }
+    early, middle, late = (leases[n].lease_expires_at for n in ("early", "middle", "late"))
+
+    assert await any_store.next_deadline() == early
+    assert await any_store.due(early - 1, 10) == []
+    assert await any_store.due(early, 10) == [SessionKey("p", "early")]
+    assert await any_store.due(late, 2) == [SessionKey("p", "early"), SessionKey("p", "middle")]
+
+    stopping = await any_store.apply(SessionKey("p", "late"), stop("t1", grace=SECOND))
+    await any_store.apply(
+        SessionKey("p", "early"), Complete("t1", leases["early"].generation, TurnOutcome.COMPLETED)
+    )
+
+    stop_deadline = stopping.state.deadline()
+    assert stop_deadline is not None
+    assert stop_deadline < early
+    assert await any_store.next_deadline() == stop_deadline
+    assert await any_store.due(middle, 10) == [SessionKey("p", "late"), SessionKey("p", "middle")]
+
+
+async def test_store_clock_is_microseconds_since_epoch_and_new_sessions_start_empty(
+    any_store: ContractStore,
+) -> None:
+    before = time.time_ns() // 1000
+    now = await any_store.now()
+    after = time.time_ns() // 1000
+
+    assert before - SECOND <= now <= after + SECOND
+    assert await any_store.load(SessionKey("p", "never-written")) == Session()
+    assert await any_store.events_after(SessionKey("p", "never-written"), 0, 10) == []
+    await any_store.ping()
+
+
+UNREACHABLE_POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:1/turngate"
+UNREACHABLE_SQLITE = "sqlite+aiosqlite:////nonexistent-directory/turngate.db"
+
+
+@pytest.mark.parametrize(
+    "open_unreachable",
+    [
+        pytest.param(lambda: open_sql_store(UNREACHABLE_POSTGRES), id="postgresql-closed-port"),
+        pytest.param(lambda: open_sql_store(UNREACHABLE_SQLITE), id="sqlite-missing-directory"),
+        pytest.param(lambda: open_redis_store("redis://127.0.0.1:1/0", Keyspace()), id="redis-closed-port"),
+    ],
+)
+async def test_unavailable_store_raises_store_unavailable(open_unreachable: Callable[[], Store]) -> None:
+    store = open_unreachable()
+    calls: list[Callable[[], Awaitable[Any]]] = [
+        lambda: store.apply(KEY, Admit("t1", "runner", LEASE)),
+        lambda: store.load(KEY),
+        lambda: store.events_after(KEY, 0, 10),
+        store.now,
+        store.ping,
+        store.next_deadline,
+        lambda: store.due(0, 10),
+    ]
+    for call in calls:
+        with pytest.raises(StoreUnavailable):
+            await call()
+    await store.close()
+
+
+# The SQL store alone: its ledger rows commit in the same transaction as the state.
+
+
+async def test_i1_concurrent_admits_record_one_turn_in_the_ledger(store: SqlStore) -> None:
+    decisions = await admit_at_once(store, 20)
+
+    [winner] = [d.reply.turn_id for d in decisions if isinstance(d.reply, Admitted)]
+    assert [t.turn_id for t in await store.ledger.list_turns(KEY, None, 10)] == [winner]
+
+
+async def test_i6_a_settlement_race_records_one_outcome_in_the_ledger(store: SqlStore) -> None:
+    await settle_in_a_race(store)
+
+    turn = await store.ledger.get_turn(KEY, "t1")
+    assert turn is not None
+    assert (turn.outcome, turn.settled_by) == (TurnOutcome.LOST, SettledBy.WATCHDOG)
+
+
+async def test_an_overtaken_write_records_both_writers_in_the_ledger(
+    store: SqlStore, database_url: str
+) -> None:
+    other_replica = open_store(database_url)
+    await open_call_overtaken_once(store, other_replica)
+    await other_replica.close()
+
+    turn = await store.ledger.get_turn(KEY, "t1")
+    assert turn is not None
+    assert [c.call_id for c in turn.tool_calls] == ["theirs", "ours"]
+
+
+async def test_i11_ledger_rows_of_two_projects_are_separate(store: SqlStore) -> None:
+    mine, theirs = SessionKey("project-a", "same-session"), SessionKey("project-b", "same-session")
+    await admit(store, mine, "t1")
+    await admit(store, theirs, "t1")
+
+    await store.apply(mine, stop("t1", force=True))
+
+    my_turn, their_turn = await store.ledger.get_turn(mine, "t1"), await store.ledger.get_turn(theirs, "t1")
+    assert my_turn is not None
+    assert my_turn.outcome is TurnOutcome.CANCELLED
+    assert their_turn is not None
+    assert their_turn.outcome is None
 
 
 async def test_i9_failed_ledger_write_leaves_state_and_events_unchanged(
@@ -123,217 +384,18 @@ async def test_i9_failed_ledger_write_leaves_state_and_events_unchanged(
     assert await store.events_after(KEY, 0, 100) == events
 
 
-async def test_i6_two_sweeps_racing_late_complete_settle_once(
-    store: SqlStore, pass_store_time: Callable[[int], Awaitable[None]]
-) -> None:
-    lease = await admit(store, KEY, "t1", lease=1_000)
-    await pass_store_time(lease.lease_expires_at)
-    all_have_decided = asyncio.Barrier(3)
-    writes: list[Command] = []
-
-    async def write_together(_key: SessionKey, command: Command) -> None:
-        writes.append(command)
-        if len(writes) <= 3:
-            await all_have_decided.wait()
-
-    store.before_write = write_together
-    decisions = await asyncio.gather(
-        store.apply(KEY, Expire()),
-        store.apply(KEY, Expire()),
-        store.apply(KEY, Complete("t1", lease.generation, TurnOutcome.COMPLETED)),
-    )
-
-    assert len(writes) == 3, "the losers re-decided on fresh state and found nothing to write"
-    assert sum(d.changed for d in decisions) == 1
-    settled = [e.body for e in await store.events_after(KEY, 0, 100) if isinstance(e.body, TurnSettled)]
-    assert len(settled) == 1
-    assert (settled[0].turn.outcome, settled[0].turn.settled_by) == (TurnOutcome.LOST, SettledBy.WATCHDOG)
-    assert decisions[2].reply == CompleteReply(settled[0].turn, recorded=False)
-    turn = await store.ledger.get_turn(KEY, "t1")
-    assert turn is not None
-    assert turn.outcome is TurnOutcome.LOST
-
-
-async def test_cas_conflict_injected_between_read_and_write_retries_without_lost_update(
-    store: SqlStore, database_url: str
-) -> None:
-    other_replica = open_store(database_url)
-    lease = await admit(store, KEY, "t1")
-    writes: list[Command] = []
-
-    async def overtaken_once(_key: SessionKey, command: Command) -> None:
-        writes.append(command)
-        if len(writes) == 1:
-            await other_replica.apply(KEY, open_call("t1", lease.generation, "theirs"))
-
-    store.before_write = overtaken_once
-    decision = await store.apply(KEY, open_call("t1", lease.generation, "ours"))
-    await other_replica.close()
-
-    assert len(writes) == 2, "decided, lost the race, decided again"
-    assert [e.seq for e in decision.events] == [3]
-    state = await store.load(KEY)
-    assert state.active is not None
-    assert list(state.active.tool_calls) == ["theirs", "ours"]
-    assert [e.seq for e in await store.events_after(KEY, 0, 100)] == [1, 2, 3]
-    turn = await store.ledger.get_turn(KEY, "t1")
-    assert turn is not None
-    assert [c.call_id for c in turn.tool_calls] == ["theirs", "ours"]
-
-
-async def test_cas_gives_up_with_store_contention_after_bounded_attempts(database_url: str) -> None:
-    store = SqlStore(make_engine(database_url), max_attempts=3)
-    other_replica = open_store(database_url)
-    lease = await admit(store, KEY, "t1")
-
-    async def always_overtaken(_key: SessionKey, _command: Command) -> None:
-        await other_replica.apply(KEY, Heartbeat("t1", lease.generation))
-
-    store.before_write = always_overtaken
-    with pytest.raises(StoreContention):
-        await store.apply(KEY, open_call("t1", lease.generation, "ours"))
-
-    state = await store.load(KEY)
-    assert state.active is not None
-    assert dict(state.active.tool_calls) == {}
-    assert [e.seq for e in await store.events_after(KEY, 0, 100)] == [1]
-    await other_replica.close()
-    await store.close()
-
-
-async def test_unchanged_decision_writes_nothing_and_notifies_no_one(store: SqlStore) -> None:
-    committed: list[Decision] = []
-    store.add_listener(lambda _key, decision: committed.append(decision))
-    first = await store.apply(KEY, Admit("t1", "runner", LEASE))
-    writes: list[Command] = []
-
-    async def count(_key: SessionKey, command: Command) -> None:
-        writes.append(command)
-
-    store.before_write = count
-    replay = await store.apply(KEY, Admit("t1", "runner", LEASE))
-
-    assert isinstance(replay.reply, Admitted)
-    assert replay.reply.replayed
-    assert not replay.changed
-    assert writes == []
-    assert committed == [first]
-    assert await store.load(KEY) == first.state
-
-
-async def test_listeners_run_after_commit_and_a_failing_one_is_contained(
-    store: SqlStore, caplog: pytest.LogCaptureFixture
-) -> None:
-    def broken(_key: SessionKey, _decision: Decision) -> None:
-        raise RuntimeError("listener bug")
-
-    seen: list[tuple[SessionKey, Decision]] = []
-    store.add_listener(broken)
-    store.add_listener(lambda key, decision: seen.append((key, decision)))
-
-    decision = await store.apply(KEY, Admit("t1", "runner", LEASE))
-
-    assert seen == [(KEY, decision)]
-    assert "listener bug" in caplog.text
-    assert await store.events_after(KEY, 0, 10) == list(decision.events)
-
-
-async def test_a_cancelled_caller_neither_interrupts_its_write_nor_skips_the_listeners(
-    store: SqlStore,
-) -> None:
-    committed = asyncio.Event()
-    store.add_listener(lambda _key, _decision: committed.set())
-    decided, release = asyncio.Event(), asyncio.Event()
-
-    async def hold(_key: SessionKey, _command: Command) -> None:
-        decided.set()
-        await release.wait()
-
-    store.before_write = hold
-    caller = asyncio.create_task(store.apply(KEY, Admit("t1", "runner", LEASE)))
-    await decided.wait()
-    caller.cancel()
-    release.set()
-
-    with pytest.raises(asyncio.CancelledError):
-        await caller
-    await asyncio.wait_for(committed.wait(), timeout=5)
-    assert [e.body.kind for e in await store.events_after(KEY, 0, 10)] == ["turn_admitted"]
-
-
-async def test_i11_sessions_of_two_projects_are_separate(store: SqlStore) -> None:
-    mine, theirs = SessionKey("project-a", "same-session"), SessionKey("project-b", "same-session")
-    await admit(store, mine, "t1")
-    their_lease = await admit(store, theirs, "t1")
-
-    stopped = await store.apply(mine, stop("t1", force=True))
-
-    assert stopped.state.active is None
-    their_state = await store.load(theirs)
-    assert their_state.active is not None
-    assert their_state.active.generation == their_lease.generation
-    assert [e.body.kind for e in await store.events_after(theirs, 0, 10)] == ["turn_admitted"]
-    assert len(await store.events_after(mine, 0, 10)) == 3
-    their_turn = await store.ledger.get_turn(theirs, "t1")
-    assert their_turn is not None
-    assert their_turn.outcome is None
-    assert await store.due(their_lease.lease_expires_at, 10) == [theirs]
-
-
-async def test_deadline_index_due_and_next_deadline(store: SqlStore) -> None:
-    assert await store.next_deadline() is None
-    assert await store.due(2**62, 10) == []
-    leases = {
-        name: await admit(store, SessionKey("p", name), "t1", lease)
-        for name, lease in [("late", 30 * SECOND), ("early", 10 * SECOND), ("middle", 20 * SECOND)]
-    }
-    early, middle, late = (leases[n].lease_expires_at for n in ("early", "middle", "late"))
-
-    assert await store.next_deadline() == early
-    assert await store.due(early - 1, 10) == []
-    assert await store.due(early, 10) == [SessionKey("p", "early")]
-    assert await store.due(late, 2) == [SessionKey("p", "early"), SessionKey("p", "middle")]
-
-    stopping = await store.apply(SessionKey("p", "late"), stop("t1", grace=SECOND))
-    await store.apply(
-        SessionKey("p", "early"), Complete("t1", leases["early"].generation, TurnOutcome.COMPLETED)
-    )
-
-    stop_deadline = stopping.state.deadline()
-    assert stop_deadline is not None
-    assert stop_deadline < early
-    assert await store.next_deadline() == stop_deadline
-    assert await store.due(middle, 10) == [SessionKey("p", "late"), SessionKey("p", "middle")]
-
-
-async def test_store_clock_is_microseconds_since_epoch_and_new_sessions_start_empty(store: SqlStore) -> None:
-    before = time.time_ns() // 1000
-    now = await store.now()
-    after = time.time_ns() // 1000
-
-    assert before - SECOND <= now <= after + SECOND
-    assert await store.load(SessionKey("p", "never-written")) == Session()
-    assert await store.events_after(SessionKey("p", "never-written"), 0, 10) == []
-    await store.ping()
-
-
 @pytest.mark.parametrize(
     "url",
     [
-        pytest.param("postgresql+asyncpg://postgres@127.0.0.1:1/turngate", id="postgresql-closed-port"),
-        pytest.param("sqlite+aiosqlite:////nonexistent-directory/turngate.db", id="sqlite-missing-directory"),
+        pytest.param(UNREACHABLE_POSTGRES, id="postgresql-closed-port"),
+        pytest.param(UNREACHABLE_SQLITE, id="sqlite-missing-directory"),
     ],
 )
-async def test_unavailable_store_raises_store_unavailable(url: str) -> None:
+async def test_unavailable_database_fails_ledger_reads_and_migrations_with_store_unavailable(
+    url: str,
+) -> None:
     store = open_store(url)
     calls: list[Callable[[], Awaitable[Any]]] = [
-        lambda: store.apply(KEY, Admit("t1", "runner", LEASE)),
-        lambda: store.load(KEY),
-        lambda: store.events_after(KEY, 0, 10),
-        store.now,
-        store.ping,
-        store.next_deadline,
-        lambda: store.due(0, 10),
         lambda: store.ledger.get_turn(KEY, "t1"),
         lambda: store.ledger.list_turns(KEY, None, 10),
         lambda: migrate(url),

@@ -174,3 +174,8 @@ async def spawn_server(
             except TimeoutError:
                 process.kill()
                 await process.wait()
+
+
+def connect(port: int) -> grpc.aio.Channel:
+    """A channel to a local server on `port` that reconnects quickly while the server starts."""
+    return grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=_FAST_RECONNECT)

@@ -11,9 +11,10 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from tests.e2e.processes import database, dump, free_port, run_cli, spawn_server, sqlite_file, sqlite_url
+from turngate.service.ledger import metadata
 from turngate.service.ledger.migrate import alembic_config
 
-TABLES = {"alembic_version", "sessions", "session_events", "turns", "tool_calls", "interactions"}
+TABLES = {"alembic_version", *metadata.tables}
 
 
 @pytest.mark.parametrize(

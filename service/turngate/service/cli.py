@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from turngate.service.config import Settings, describe
 from turngate.service.ledger.migrate import migrate
-from turngate.service.server import ListenError, serve
+from turngate.service.server import ListenError, project, serve
 from turngate.service.store.base import StoreUnavailable
 
 EXIT_FAILURE = 1
@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the service (embedded SQLite store by default)")
     serve_cmd.add_argument("--listen", help="HOST:PORT to listen on [TURNGATE_LISTEN, 127.0.0.1:50051]")
-    _store_flag(serve_cmd)
+    _store_flags(serve_cmd)
     serve_cmd.add_argument("--lease-ttl", type=float, help="default lease, seconds [TURNGATE_LEASE_TTL, 20]")
     serve_cmd.add_argument("--stop-grace", type=float, help="stop grace, seconds [TURNGATE_STOP_GRACE, 30]")
     serve_cmd.add_argument(
@@ -40,16 +40,28 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="do not migrate the schema on start",
     )
+    serve_cmd.add_argument(
+        "--no-project",
+        dest="project",
+        action="store_false",
+        default=None,
+        help="redis mode: leave the ledger projection to `turngate project` [TURNGATE_PROJECT]",
+    )
     migrate_cmd = commands.add_parser("migrate", help="create or upgrade the store's schema, then exit")
-    _store_flag(migrate_cmd)
+    _store_flags(migrate_cmd)
+    project_cmd = commands.add_parser(
+        "project", help="redis mode: only project the outboxes into the ledger (with `serve --no-project`)"
+    )
+    _store_flags(project_cmd)
     return parser
 
 
-def _store_flag(parser: argparse.ArgumentParser) -> None:
+def _store_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
-        help="store URL [TURNGATE_STORE, sqlite+aiosqlite:///./turngate.db; or postgresql+asyncpg://…]",
+        help="store URL [TURNGATE_STORE, sqlite+aiosqlite:///./turngate.db; postgresql+asyncpg://…; redis://…]",
     )
+    parser.add_argument("--ledger", help="with a redis store: the SQL ledger's URL [TURNGATE_LEDGER]")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -71,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command == "migrate":
-            asyncio.run(migrate(settings.store))
+            asyncio.run(migrate(settings.ledger or settings.store))
+        elif args.command == "project":
+            asyncio.run(project(settings))
         else:
             asyncio.run(serve(settings))
     except (ListenError, StoreUnavailable) as error:

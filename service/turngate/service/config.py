@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DAY = 24 * 3600.0
@@ -17,6 +17,8 @@ MAX_LEASE_TTL = DAY
 
 Seconds = Annotated[float, Field(allow_inf_nan=False)]
 _LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+|\*):(\d{1,5})$")
+SQL_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class Settings(BaseSettings):
@@ -24,14 +26,25 @@ class Settings(BaseSettings):
 
     listen: str = "127.0.0.1:50051"
     store: str = "sqlite+aiosqlite:///./turngate.db"
+    # With a Redis store: the SQL database that keeps the durable history (the ledger).
+    ledger: str | None = None
     lease_ttl: Seconds = Field(20.0, ge=MIN_LEASE_TTL, le=MAX_LEASE_TTL)
     stop_grace: Seconds = Field(30.0, ge=1.0, le=DAY)
     tombstone_ttl: Seconds = Field(600.0, ge=1.0, le=7 * DAY)
     # How many of a session's latest events a watcher may resume from; older cursors resync.
-    event_retention: int = Field(10_000, ge=100)
+    event_retention: int = Field(1_000, ge=100, le=1_000_000)
     # Events queued for one watcher before its stream ends and it must resume from its cursor.
     watch_buffer: int = Field(1024, ge=16, le=1_000_000)
     migrate: bool = True
+    # Redis store: sessions are spread over this many hash-tagged buckets (one slot each).
+    redis_buckets: int = Field(16, ge=1, le=16_384)
+    redis_prefix: str = Field("tg", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    # Redis store: whether `serve` also projects the outbox into the ledger (else `turngate project` does).
+    project: bool = True
+    # Ledger projector: an outbox entry pending this long is taken over by another replica.
+    reclaim_idle: Seconds = Field(30.0, ge=1.0, le=DAY)
+    # ... and one that failed this many deliveries while others commit goes to the dead letters.
+    max_deliveries: int = Field(5, ge=1, le=1_000)
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     shutdown_grace: Seconds = Field(10.0, ge=0.0, le=3600.0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -47,9 +60,28 @@ class Settings(BaseSettings):
     @field_validator("store")
     @classmethod
     def _store_url(cls, value: str) -> str:
-        if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
-            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        if not value.startswith(SQL_SCHEMES + REDIS_SCHEMES):
+            raise ValueError("must start with sqlite+aiosqlite://, postgresql+asyncpg:// or redis://")
         return value
+
+    @field_validator("ledger")
+    @classmethod
+    def _ledger_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(SQL_SCHEMES):
+            raise ValueError("must start with postgresql+asyncpg:// or sqlite+aiosqlite://")
+        return value
+
+    @property
+    def redis_mode(self) -> bool:
+        return self.store.startswith(REDIS_SCHEMES)
+
+    @model_validator(mode="after")
+    def _ledger_with_redis(self) -> Settings:
+        if self.redis_mode and self.ledger is None:
+            raise ValueError("a redis store needs a ledger: --ledger postgresql+asyncpg://…")
+        if not self.redis_mode and self.ledger is not None:
+            raise ValueError("--ledger is for a redis store; a SQL store keeps its own ledger")
+        return self
 
 
 def describe(error: ValidationError) -> str:
@@ -57,7 +89,8 @@ def describe(error: ValidationError) -> str:
     parts = []
     for item in error.errors():
         name = ".".join(str(p) for p in item["loc"]) or "settings"
-        # A store URL may carry a password, and any input may be long: echo only short, safe values.
-        shown = "" if name == "store" else repr(item.get("input"))
-        parts.append(f"{name}{'=' + shown if shown and len(shown) <= 40 else ''}: {item['msg']}")
+        # A URL may carry a password, and any input may be long: echo only short, safe values.
+        shown = "" if name in ("store", "ledger", "settings") else repr(item.get("input"))
+        message = item["msg"].removeprefix("Value error, ")
+        parts.append(f"{name}{'=' + shown if shown and len(shown) <= 40 else ''}: {message}")
     return "invalid settings: " + "; ".join(parts)

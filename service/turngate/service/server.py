@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 
@@ -15,11 +14,11 @@ from turngate.service.api.admission import AdmissionService
 from turngate.service.api.control import ControlService
 from turngate.service.api.parse import Policy
 from turngate.service.api.sessions import SessionService
+from turngate.service.backends import Backend, open_backend, project_when_ready, projector_for
 from turngate.service.config import Settings
-from turngate.service.ledger.migrate import migrate
-from turngate.service.store import open_store
 from turngate.service.store.base import StoreUnavailable
-from turngate.service.store.sql import SqlStore
+from turngate.service.store.cas import CompareAndSetStore
+from turngate.service.store.engine import make_engine
 from turngate.service.watch import WatchHub
 from turngate.service.watchdog import Watchdog
 from turngate.v1 import turngate_pb2 as pb
@@ -29,6 +28,7 @@ log = logging.getLogger("turngate.server")
 SERVICE_NAMES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by_name.values())
 _US = 1_000_000
 _HEALTH_INTERVAL = 1.0
+_CANCEL_AGAIN_S = 0.5
 
 
 class ListenError(Exception):
@@ -36,21 +36,25 @@ class ListenError(Exception):
 
 
 class TurngateServer:
-    """One replica. `start()` migrates (unless told not to), binds and starts background tasks."""
+    """One replica. `start()` opens the backend, binds and starts background tasks."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.port = 0
-        self._store: SqlStore | None = None
+        self._backend: Backend | None = None
         self._hub: WatchHub | None = None
         self._health = health.aio.HealthServicer()
         self._grpc: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
-    def store(self) -> SqlStore:
-        assert self._store is not None, "server not started"
-        return self._store
+    def backend(self) -> Backend:
+        assert self._backend is not None, "server not started"
+        return self._backend
+
+    @property
+    def store(self) -> CompareAndSetStore:
+        return self.backend.store
 
     @property
     def hub(self) -> WatchHub:
@@ -59,10 +63,11 @@ class TurngateServer:
 
     async def start(self) -> None:
         settings = self.settings
-        if settings.migrate:
-            await migrate(settings.store)
-        self._store = store = open_store(settings.store, sqlite_synchronous=settings.sqlite_synchronous)
-        self._hub = hub = WatchHub(store, buffer=settings.watch_buffer, retention=settings.event_retention)
+        self._backend = backend = await open_backend(settings)
+        store = backend.store
+        self._hub = hub = WatchHub(
+            store, buffer=settings.watch_buffer, retention=settings.event_retention, feed=backend.feed
+        )
         watchdog = Watchdog(store)
         policy = Policy(
             lease_ttl=round(settings.lease_ttl * _US),
@@ -73,7 +78,7 @@ class TurngateServer:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_AdmissionServiceServicer_to_server(AdmissionService(store, policy), server)
         pb_grpc.add_ControlServiceServicer_to_server(ControlService(store, policy), server)
-        pb_grpc.add_SessionServiceServicer_to_server(SessionService(store, store.ledger, hub), server)
+        pb_grpc.add_SessionServiceServicer_to_server(SessionService(store, backend.history, hub), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
@@ -81,12 +86,13 @@ class TurngateServer:
         try:
             self.port = server.add_insecure_port(settings.listen)
         except RuntimeError as error:
-            await store.close()
+            await backend.close()
             raise ListenError(f"cannot listen on {settings.listen}: {error}") from error
         self._grpc = server
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         await server.start()
-        self._tasks = [asyncio.create_task(watchdog.run()), asyncio.create_task(self._report_health())]
+        loops = [watchdog.run, self._report_health, *backend.loops]
+        self._tasks = [asyncio.create_task(loop()) for loop in loops]
 
     async def stop(self) -> None:
         """Stops accepting, ends watch streams cleanly, drains in-flight RPCs, then closes the store."""
@@ -95,13 +101,9 @@ class TurngateServer:
             self._hub.close()
         if self._grpc is not None:
             await self._grpc.stop(self.settings.shutdown_grace)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self._store is not None:
-            await self._store.close()
+        await _cancel_all(self._tasks)
+        if self._backend is not None:
+            await self._backend.close()
 
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
         for name in ("", *SERVICE_NAMES):
@@ -136,13 +138,47 @@ class TurngateServer:
         await self.stop()
 
 
-async def serve(settings: Settings) -> None:
-    """Runs one replica until SIGTERM or SIGINT, then shuts it down gracefully."""
+async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancels the background loops and waits for them to end.
+
+    Cancelled again while any is left: on Python 3.11 a cancellation landing inside a library's
+    `asyncio.wait_for` as its operation completes can be swallowed, and the loop would go on.
+    """
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=_CANCEL_AGAIN_S)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background loop failed", exc_info=task.exception())
+
+
+async def _until_signalled() -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def serve(settings: Settings) -> None:
+    """Runs one replica until SIGTERM or SIGINT, then shuts it down gracefully."""
     async with TurngateServer(settings) as server:
         log.info("turngate listening on %s (port %d)", settings.listen, server.port)
-        await stop.wait()
+        await _until_signalled()
         log.info("turngate shutting down")
+
+
+async def project(settings: Settings) -> None:
+    """Runs only the ledger projector (redis mode) until SIGTERM or SIGINT."""
+    engine = make_engine(settings.ledger or settings.store)
+    projector = projector_for(settings, engine)
+    task = asyncio.create_task(project_when_ready(settings, projector))
+    log.info("turngate projecting the outboxes of %s into the ledger", settings.redis_prefix)
+    try:
+        await _until_signalled()
+    finally:
+        await _cancel_all([task])
+        await projector.close()
+        await engine.dispose()

@@ -4,14 +4,18 @@ A watcher subscribes first, then replays from the store's event log, then follow
 de-duplicated by seq. Events may be published out of commit order (each writer publishes after
 its own commit), so a gap in the live feed is filled from the log: the stream is gapless (I9).
 A watcher whose buffer fills is cut off (WatchOverflow) instead of slowing writers or others.
+
+Events reach the hub from this process's commits (the store's listener) and, when the store is
+shared by several replicas, from a `Feed` that follows the logs of the sessions watched here.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from turngate.service.core import Decision, Event, Session
 from turngate.service.store.base import SessionKey, Store
@@ -44,17 +48,35 @@ class Snapshot:
     resync: bool
 
 
+class Feed(Protocol):
+    """Follows the store's log of the sessions watched in this process, from another replica's writes."""
+
+    def deliver_to(self, deliver: Callable[[SessionKey, Sequence[Event]], None]) -> None:
+        """Where the events it reads go (the hub)."""
+        ...
+
+    def track(self, key: SessionKey, after_seq: int) -> None:
+        """Starts following `key` after `after_seq` (a no-op if already followed)."""
+        ...
+
+    def untrack(self, key: SessionKey) -> None: ...
+
+
 class _Subscription:
     def __init__(self, capacity: int) -> None:
         self._events: deque[Event] = deque()
         self._capacity = capacity
         self._ready = asyncio.Event()
+        self._offered = 0
         self.overflowed = False
         self.closed = False
 
     def offer(self, events: Sequence[Event]) -> None:
-        if self.overflowed:
+        # The same event may arrive from this process's commit and from the feed: queue it once.
+        events = [event for event in events if event.seq > self._offered]
+        if self.overflowed or not events:
             return
+        self._offered = max(self._offered, events[-1].seq)
         if len(self._events) + len(events) > self._capacity:
             self.overflowed = True
             self._events.clear()
@@ -81,22 +103,28 @@ class _Subscription:
 class WatchHub:
     """Fans committed events out to this process's watchers, per session."""
 
-    def __init__(self, store: Store, *, buffer: int, retention: int) -> None:
+    def __init__(self, store: Store, *, buffer: int, retention: int, feed: Feed | None = None) -> None:
         self._store = store
         self._buffer = buffer
         self._retention = retention
+        self._feed = feed
         self._subscriptions: dict[SessionKey, set[_Subscription]] = {}
         self._closed = False
         store.add_listener(self.publish)
+        if feed is not None:
+            feed.deliver_to(self.deliver)
 
     @property
     def watchers(self) -> int:
         return sum(len(subs) for subs in self._subscriptions.values())
 
     def publish(self, key: SessionKey, decision: Decision) -> None:
-        if decision.events:
+        self.deliver(key, decision.events)
+
+    def deliver(self, key: SessionKey, events: Sequence[Event]) -> None:
+        if events:
             for subscription in self._subscriptions.get(key, ()):
-                subscription.offer(decision.events)
+                subscription.offer(events)
 
     def close(self) -> None:
         """Ends every stream (WatchClosed) and refuses new ones."""
@@ -113,6 +141,8 @@ class WatchHub:
         self._subscriptions.setdefault(key, set()).add(subscription)
         try:
             state = await self._store.load(key)
+            if self._feed is not None:
+                self._feed.track(key, state.head)
             cursor = after_seq
             if after_seq == 0 or not state.head - self._retention <= after_seq <= state.head:
                 yield Snapshot(state, await self._store.now(), resync=after_seq != 0)
@@ -145,3 +175,5 @@ class WatchHub:
                 subscriptions.discard(subscription)
                 if not subscriptions:
                     del self._subscriptions[key]
+                    if self._feed is not None:
+                        self._feed.untrack(key)

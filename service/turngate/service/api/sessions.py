@@ -60,15 +60,7 @@ class SessionService(pb_grpc.SessionServiceServicer):
                 errors.not_found(f"turn {turn_id} was never admitted in this session")
             )
         assert view is not None
-        record = convert.turn_view(view)
-        active = (await self._store.load(key)).active
-        if active is not None and active.generation == view.generation:
-            # The live document has the current lease and phase; the ledger has the calls.
-            live = convert.active_turn(active)
-            live.tool_calls.extend(record.tool_calls)
-            live.interactions.extend(record.interactions)
-            record = live
-        return pb.GetTurnResponse(turn=record)
+        return pb.GetTurnResponse(turn=convert.turn_view(view))
 
     @guarded
     async def ListTurns(self, request: pb.ListTurnsRequest, context: Context) -> pb.ListTurnsResponse:

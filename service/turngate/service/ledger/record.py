@@ -4,12 +4,18 @@ It runs inside the SQL store's transaction and, in redis mode, in the outbox pro
 may deliver a batch more than once. So every write is idempotent and monotonic: events are
 insert-or-ignore by seq, a turn's first Stop is kept, and a tool call or interaction leaves its
 open state once and never returns to it.
+
+Writes of one kind go as one executemany, the kinds in the order admit, stop, tool call,
+interaction, settle. That keeps each row's writes in seq order, so the rows are those recording
+event by event would give: a turn is admitted, then stopped, then settled; every tool call and
+interaction has a row of its own, written only by its own kind, in seq order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import cache
 from itertools import groupby
 from operator import itemgetter
@@ -41,24 +47,47 @@ _Row = dict[str, Any]
 
 async def record(conn: AsyncConnection, key: SessionKey, events: Sequence[Event]) -> None:
     """Writes the session_events rows and the ledger rows for `events` (in seq order)."""
+    await record_sessions(conn, [(key, events)])
+
+
+async def record_sessions(
+    conn: AsyncConnection, sessions: Sequence[tuple[SessionKey, Sequence[Event]]]
+) -> None:
+    """`record` for several sessions at once, in one statement per kind of write (the projector
+    records its batches so)."""
+    events = [_event_row(key, event) for key, session_events_ in sessions for event in session_events_]
     if not events:
         return
     statements = _statements(conn.dialect.name)
-    await conn.execute(statements.events, [_event_row(key, event) for event in events])
-    writes = [write for event in events if (write := _ledger_write(statements, key, event))]
-    # Consecutive writes of one kind (e.g. every call a settlement interrupts) go as one executemany.
-    for statement, group in groupby(writes, key=itemgetter(0)):
-        await conn.execute(statement, [row for _, row in group])
+    await conn.execute(statements.events, events)
+    writes = sorted(
+        (
+            write
+            for key, session_events_ in sessions
+            for event in session_events_
+            if (write := _ledger_write(key, event))
+        ),
+        key=itemgetter(0),
+    )
+    for kind, group in groupby(writes, key=itemgetter(0)):
+        await conn.execute(statements.writes[kind], [row for _, row in group])
+
+
+class _Write(IntEnum):
+    """The kinds of ledger write, in the order they run (see the module's docstring)."""
+
+    ADMIT = 0
+    STOP = 1
+    TOOL_CALL = 2
+    INTERACTION = 3
+    SETTLE = 4
 
 
 @dataclass(frozen=True, slots=True)
 class _Statements:
     events: Executable
-    admit: Executable
-    stop: Executable
-    tool_call: Executable
-    interaction: Executable
-    settle: Executable
+    # Indexed by _Write.
+    writes: tuple[Executable, ...]
 
 
 @cache
@@ -66,21 +95,24 @@ def _statements(dialect: str) -> _Statements:
     """The ledger's writes in one dialect."""
     tool_call = dialect_insert(dialect, tool_calls)
     interaction = dialect_insert(dialect, interactions)
-    return _Statements(
-        events=dialect_insert(dialect, session_events).on_conflict_do_nothing(),
-        admit=dialect_insert(dialect, turns).on_conflict_do_nothing(),
-        stop=_turn_update().where(turns.c.stop_requested.is_(false())),
-        tool_call=tool_call.on_conflict_do_update(
+    writes = {
+        _Write.ADMIT: dialect_insert(dialect, turns).on_conflict_do_nothing(),
+        _Write.STOP: _turn_update().where(turns.c.stop_requested.is_(false())),
+        _Write.TOOL_CALL: tool_call.on_conflict_do_update(
             index_elements=list(tool_calls.primary_key),
             set_={c: tool_call.excluded[c] for c in ("status", "error", "closed_at")},
             where=tool_calls.c.status == ToolCallStatus.OPEN,
         ),
-        interaction=interaction.on_conflict_do_update(
+        _Write.INTERACTION: interaction.on_conflict_do_update(
             index_elements=list(interactions.primary_key),
             set_={c: interaction.excluded[c] for c in ("status", "resolution", "closed_at")},
             where=interactions.c.status == InteractionStatus.PENDING,
         ),
-        settle=_turn_update(),
+        _Write.SETTLE: _turn_update(),
+    }
+    return _Statements(
+        events=dialect_insert(dialect, session_events).on_conflict_do_nothing(),
+        writes=tuple(writes[kind] for kind in _Write),
     )
 
 
@@ -114,11 +146,11 @@ def _event_row(key: SessionKey, event: Event) -> _Row:
     }
 
 
-def _ledger_write(statements: _Statements, key: SessionKey, event: Event) -> tuple[Executable, _Row] | None:
-    """The statement and row recording `event`; None for a Stop of a turn that never started."""
+def _ledger_write(key: SessionKey, event: Event) -> tuple[_Write, _Row] | None:
+    """The kind of write and the row recording `event`; None for a Stop of a turn that never started."""
     match event.body:
         case TurnAdmitted() as body:
-            return statements.admit, {
+            return _Write.ADMIT, {
                 "project_id": key.project_id,
                 "session_id": key.session_id,
                 "generation": body.generation,
@@ -135,7 +167,7 @@ def _ledger_write(statements: _Statements, key: SessionKey, event: Event) -> tup
         case StopRequested(before_start=True):
             return None
         case StopRequested() as body:
-            return statements.stop, {
+            return _Write.STOP, {
                 **_turn_key(key, body.generation),
                 "phase": TurnPhase.STOPPING,
                 "stop_requested": True,
@@ -144,7 +176,7 @@ def _ledger_write(statements: _Statements, key: SessionKey, event: Event) -> tup
                 "stop_deadline": body.deadline,
             }
         case ToolCallChanged() as body:
-            return statements.tool_call, {
+            return _Write.TOOL_CALL, {
                 **_child_key(key, body.generation),
                 "call_id": body.call_id,
                 "turn_id": body.turn_id,
@@ -156,7 +188,7 @@ def _ledger_write(statements: _Statements, key: SessionKey, event: Event) -> tup
                 "opened_seq": event.seq,
             }
         case InteractionChanged() as body:
-            return statements.interaction, {
+            return _Write.INTERACTION, {
                 **_child_key(key, body.generation),
                 "interaction_id": body.interaction_id,
                 "turn_id": body.turn_id,
@@ -168,7 +200,7 @@ def _ledger_write(statements: _Statements, key: SessionKey, event: Event) -> tup
                 "opened_seq": event.seq,
             }
         case TurnSettled(turn=turn):
-            return statements.settle, {
+            return _Write.SETTLE, {
                 **_turn_key(key, turn.generation),
                 "phase": TurnPhase.SETTLED,
                 "outcome": turn.outcome,

@@ -99,6 +99,16 @@ interactions = Table(
 )
 
 
+# Redis mode: how far the projector has recorded each session's events. Projecting locks the row,
+# so replicas that deliver the same outbox entries record each event once, in seq order.
+ledger_cursors = Table(
+    "ledger_cursors",
+    metadata,
+    *_key(),
+    Column("seq", BigInteger, nullable=False),
+)
+
+
 def dialect_insert(dialect: str, table: Table) -> postgresql.Insert | sqlite.Insert:
     """An INSERT into `table` that knows ON CONFLICT (PostgreSQL and SQLite spell it alike)."""
     return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import random
 import time
+from contextlib import AbstractContextManager
 
 from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -14,21 +12,10 @@ from turngate.service.core import Command, Decision, Event, Session, decide
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.record import record
 from turngate.service.ledger.tables import dialect_insert, session_events, sessions
-from turngate.service.store.base import (
-    BeforeWrite,
-    CommitListener,
-    SessionKey,
-    StoreContention,
-)
+from turngate.service.store.base import BeforeWrite, SessionKey
+from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.codec import dump_session, load_event_body, load_session
 from turngate.service.store.engine import unavailable_on_failure
-
-_log = logging.getLogger(__name__)
-
-# Full-jitter exponential backoff between compare-and-set attempts: up to 1 ms, 2 ms, 4 ms, …
-# capped at 200 ms, so a burst of N writers on one session commits in about log2(N) attempts each.
-_BACKOFF_BASE_S = 0.001
-_BACKOFF_CAP_S = 0.2
 
 # The key's parameters are named apart from the columns, which an UPDATE would otherwise SET.
 _SESSION = and_(
@@ -59,21 +46,18 @@ def _store_clock(dialect: str) -> ColumnElement[int]:
     return bindparam("host_now", callable_=_host_now, type_=BigInteger)
 
 
-class SqlStore:
+class SqlStore(CompareAndSetStore):
     """`Store` over one SQL database; the session row, its events and its ledger rows commit together.
 
-    `before_write`, when set, is awaited after a decision that changes something and before it is
-    written, so tests can make other writers win the race. `ledger` reads the history.
+    `ledger` reads the history.
     """
 
     def __init__(
         self, engine: AsyncEngine, *, before_write: BeforeWrite | None = None, max_attempts: int = 32
     ) -> None:
-        self.before_write = before_write
+        super().__init__(before_write=before_write, max_attempts=max_attempts)
         self.ledger = Ledger(engine)
         self._engine = engine
-        self._max_attempts = max_attempts
-        self._listeners: list[CommitListener] = []
         self._clock = _store_clock(engine.dialect.name)
         self._insert_session = dialect_insert(engine.dialect.name, sessions).on_conflict_do_nothing()
         # One round trip reads the document, its version and the clock, even for a new session.
@@ -82,19 +66,8 @@ class SqlStore:
             clock.outerjoin(sessions, _SESSION)
         )
 
-    async def apply(self, key: SessionKey, command: Command) -> Decision:
-        """Read, decide, compare-and-set; on a lost race, back off and decide again on fresh state.
-
-        Each attempt is shielded: a cancelled caller neither interrupts a write half-way nor skips
-        the listeners of a write that committed.
-        """
-        for attempt in range(self._max_attempts):
-            with unavailable_on_failure():
-                decision = await asyncio.shield(self._attempt(key, command))
-            if decision is not None:
-                return decision
-            await asyncio.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)))
-        raise StoreContention(f"{key}: lost the compare-and-set {self._max_attempts} times in a row")
+    def _unavailable_on_failure(self) -> AbstractContextManager[None]:
+        return unavailable_on_failure()
 
     async def _attempt(self, key: SessionKey, command: Command) -> Decision | None:
         """One read-decide-write; None when another writer changed the session first."""
@@ -107,14 +80,12 @@ class SqlStore:
             decision = decide(state, command, row.now)
             if not decision.changed:
                 return decision
-            if self.before_write is not None:
-                await self.before_write(key, command)
+            await self._before_write(key, command)
             try:
                 async with conn.begin():
                     await self._write(conn, key, row.version, decision, row.now)
             except _Conflict:
                 return None
-        self._notify(key, decision)
         return decision
 
     async def _write(
@@ -134,13 +105,6 @@ class SqlStore:
         if written.rowcount != 1:
             raise _Conflict
         await record(conn, key, decision.events)
-
-    def _notify(self, key: SessionKey, decision: Decision) -> None:
-        for listener in self._listeners:
-            try:
-                listener(key, decision)
-            except Exception:
-                _log.exception("commit listener %r failed for %s", listener, key)
 
     async def load(self, key: SessionKey) -> Session:
         with unavailable_on_failure():
@@ -189,9 +153,6 @@ class SqlStore:
 
     async def ping(self) -> None:
         await self.now()
-
-    def add_listener(self, listener: CommitListener) -> None:
-        self._listeners.append(listener)
 
     async def close(self) -> None:
         await self._engine.dispose()

@@ -1,0 +1,164 @@
+"""What a run sets up and tears down: server processes, a PostgreSQL database of its own, a Redis
+key prefix of its own; and the facts about the machine that the figures depend on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import socket
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg  # type: ignore[import-untyped]
+import grpc
+import redis
+from redis.asyncio import Redis
+
+STOP_TIMEOUT_S = 15.0
+READY_TIMEOUT_S = 30.0
+_POLL_S = 0.05
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def wait_until(ready: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Polls `ready` until it passes; fails after READY_TIMEOUT_S."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not await ready():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not ready after {READY_TIMEOUT_S:.0f} s")
+        await asyncio.sleep(_POLL_S)
+
+
+@dataclass
+class ServerProcess:
+    """A server in its own process, its stdout and stderr in `log`."""
+
+    name: str
+    process: asyncio.subprocess.Process
+    log: Path
+
+    @classmethod
+    async def start(cls, name: str, argv: Sequence[str], env: Mapping[str, str], log: Path) -> ServerProcess:
+        with log.open("wb") as out:
+            process = await asyncio.create_subprocess_exec(
+                *argv, env=dict(env), stdout=out, stderr=asyncio.subprocess.STDOUT, start_new_session=True
+            )
+        return cls(name, process, log)
+
+    def check_alive(self) -> None:
+        if self.process.returncode is not None:
+            tail = self.log.read_text(errors="replace")[-2_000:]
+            raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{tail}")
+
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not exited within STOP_TIMEOUT_S."""
+        if self.process.returncode is not None:
+            return
+        self.process.terminate()
+        try:
+            await asyncio.wait_for(self.process.wait(), STOP_TIMEOUT_S)
+        except TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time so far of process `pid`, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def redis_cpu_seconds(client: Redis) -> float:
+    """The Redis server's CPU time so far (all its clients', not only this run's)."""
+    info = await client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+async def postgres_cpu_seconds(connection: asyncpg.Connection, database: str) -> float:
+    """CPU time so far of the PostgreSQL backends serving `database` now (this run's ledger)."""
+    pids = await connection.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", database)
+    total = 0.0
+    for row in pids:
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(row["pid"])
+    return total
+
+
+async def answers(probe: Callable[[], Awaitable[bool]]) -> bool:
+    """`probe` (a gRPC call) passed; False while the server does not answer yet."""
+    try:
+        return await probe()
+    except grpc.aio.AioRpcError as error:
+        if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return False
+        raise
+
+
+async def create_database(admin_dsn: str, name: str) -> None:
+    connection = await asyncpg.connect(admin_dsn)
+    try:
+        await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+
+
+async def drop_database(admin_dsn: str, name: str) -> None:
+    connection = await asyncpg.connect(admin_dsn)
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await connection.close()
+
+
+async def delete_prefix(client: Redis, prefix: str) -> int:
+    """Unlinks every key under `prefix:` (SCAN + UNLINK, never FLUSH); how many there were."""
+    deleted = 0
+    batch: list[bytes] = []
+    async for key in client.scan_iter(match=f"{prefix}:*", count=1_000):
+        batch.append(key)
+        if len(batch) == 1_000:
+            deleted += await client.unlink(*batch)
+            batch.clear()
+    if batch:
+        deleted += await client.unlink(*batch)
+    return deleted
+
+
+def load_average() -> str:
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+async def machine_facts(client: Redis, admin_dsn: str) -> list[tuple[str, str]]:
+    info = await client.info("server")
+    connection = await asyncpg.connect(admin_dsn)
+    try:
+        postgres = await connection.fetchval("SHOW server_version")
+    finally:
+        await connection.close()
+    return [
+        ("CPUs", f"{os.cpu_count()} ({_cpu_model()})"),
+        ("load average at start", load_average()),
+        ("Python", f"{platform.python_version()} ({platform.python_implementation()})"),
+        ("grpcio", grpc.__version__),
+        ("redis-py", redis.__version__),
+        ("redis-server", str(info["redis_version"])),
+        ("PostgreSQL", str(postgres)),
+    ]

@@ -1,0 +1,122 @@
+"""Timing: latency of one caller's sequential calls, throughput of many concurrent callers.
+
+A call is a zero-argument coroutine function; a caller is an iterator of calls (finite or not), so
+the same timing code drives the floor server and turngate alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+Call = Callable[[], Awaitable[object]]
+# The CPU seconds one process has used so far.
+CpuMeter = Callable[[], Awaitable[float]]
+MS = 1_000.0
+US = 1_000_000.0
+
+
+def percentile(samples: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile of `samples` (which need not be sorted)."""
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """Samples in seconds; the properties are in milliseconds. With the CPU seconds each metered
+    process used meanwhile, by role."""
+
+    samples: list[float]
+    cpu: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def p50(self) -> float:
+        return percentile(self.samples, 50) * MS
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.samples, 99) * MS
+
+    @property
+    def max(self) -> float:
+        return max(self.samples) * MS
+
+    def cpu_us_per_call(self, role: str) -> float:
+        return self.cpu[role] / self.n * US
+
+
+async def cpu_now(meters: Mapping[str, CpuMeter]) -> dict[str, float]:
+    """What each meter reads now, by role."""
+    return {role: await meter() for role, meter in meters.items()}
+
+
+def cpu_used(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    return {role: after[role] - before[role] for role in before}
+
+
+async def sequential(
+    calls: Iterator[Call], n: int, warmup: int, meters: Mapping[str, CpuMeter] | None = None
+) -> Latency:
+    """One caller: `warmup` untimed calls, then `n` timed ones, one after the other."""
+    for call in itertools.islice(calls, warmup):
+        await call()
+    samples = []
+    before = await cpu_now(meters or {})
+    for call in itertools.islice(calls, n):
+        start = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - start)
+    if len(samples) < n:
+        raise RuntimeError(f"the caller ran out of calls after {len(samples)} of {n}")
+    return Latency(samples, cpu_used(before, await cpu_now(meters or {})))
+
+
+async def _drive(calls: Iterator[Call], deadline: float) -> int:
+    done = 0
+    for call in calls:
+        if time.perf_counter() >= deadline:
+            break
+        await call()
+        done += 1
+    return done
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    calls: int
+    seconds: float
+    # CPU seconds each metered process used meanwhile, by role.
+    cpu: Mapping[str, float]
+
+    @property
+    def per_s(self) -> float:
+        return self.calls / self.seconds
+
+    def cpu_us_per_call(self, role: str) -> float:
+        return self.cpu[role] / self.calls * US
+
+
+async def concurrent(
+    callers: Sequence[Iterator[Call]], seconds: float, meters: Mapping[str, CpuMeter], warmup: float
+) -> Throughput:
+    """All `callers` at once, untimed for `warmup` seconds (connection pools grow to the load),
+    then each calling until `seconds` pass or its calls run out; with the CPU time each of
+    `meters` used meanwhile."""
+    warm_until = time.perf_counter() + warmup
+    await asyncio.gather(*(_drive(calls, warm_until) for calls in callers))
+    before = await cpu_now(meters)
+    start = time.perf_counter()
+    counts = await asyncio.gather(*(_drive(calls, start + seconds) for calls in callers))
+    elapsed = time.perf_counter() - start
+    after = await cpu_now(meters)
+    return Throughput(sum(counts), elapsed, cpu_used(before, after))

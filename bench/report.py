@@ -1,0 +1,120 @@
+"""The printed result: plain-text tables, each figure next to its floor and its target."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from measure import Latency, Throughput
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One RPC: its latency with one caller and its throughput with many."""
+
+    name: str
+    latency: Latency
+    throughput: Throughput
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    measured: float
+    limit: float
+    unit: str
+
+    @property
+    def passed(self) -> bool:
+        return self.measured <= self.limit
+
+
+def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A titled table: first column left-aligned, the others right-aligned."""
+    widths = [max(len(row[i]) for row in (headers, *rows)) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        first, *rest = cells
+        return "  ".join(
+            [first.ljust(widths[0]), *(c.rjust(w) for c, w in zip(rest, widths[1:], strict=True))]
+        )
+
+    rule = "-" * len(line(headers))
+    return "\n".join([title, rule, line(headers), rule, *(line(row) for row in rows), ""])
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
+
+
+def _times(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def latency_table(floor_empty: Measured, floor_redis: Measured, ops: Sequence[Measured]) -> str:
+    def row(m: Measured) -> list[str]:
+        lat = m.latency
+        return [
+            m.name,
+            str(lat.n),
+            _ms(lat.p50),
+            _ms(lat.p99),
+            _times(lat.p50 / floor_redis.latency.p50),
+            _times(lat.p99 / floor_redis.latency.p99),
+            _times(lat.p50 / floor_empty.latency.p50),
+            f"{lat.cpu_us_per_call('server'):.0f}",
+        ]
+
+    headers = ["1 caller, sequential", "n", "p50 ms", "p99 ms", "p50/redis-floor", "p99/redis-floor"]
+    headers += ["p50/empty", "server CPU us/call"]
+    return table("Latency", headers, [row(m) for m in (floor_empty, floor_redis, *ops)])
+
+
+def throughput_table(
+    callers: int, floor_empty: Measured, floor_redis: Measured, ops: Sequence[Measured]
+) -> str:
+    roles = list(floor_empty.throughput.cpu)
+
+    def row(m: Measured) -> list[str]:
+        rate = m.throughput.per_s
+        cpu = [f"{m.throughput.cpu_us_per_call(role):.0f}" for role in roles]
+        return [
+            m.name,
+            f"{rate:,.0f}",
+            _times(rate / floor_redis.throughput.per_s),
+            _times(rate / floor_empty.throughput.per_s),
+            *cpu,
+        ]
+
+    headers = [f"{callers} callers, distinct sessions", "calls/s", "of redis-floor", "of empty", *roles]
+    title = "Throughput (then CPU microseconds per call, by process)"
+    return table(title, headers, [row(m) for m in (floor_empty, floor_redis, *ops)])
+
+
+def push_table(pushes: Sequence[tuple[str, Latency]]) -> str:
+    """Where CPU was metered (the fan-out), the last columns are CPU microseconds per delivery."""
+    roles = ("server", "client")
+
+    def row(name: str, lat: Latency) -> list[str]:
+        cpu = [f"{lat.cpu_us_per_call(role):.0f}" if role in lat.cpu else "-" for role in roles]
+        return [name, str(lat.n), _ms(lat.p50), _ms(lat.p99), _ms(lat.max), *cpu]
+
+    headers = ["WatchSession push", "n", "p50 ms", "p99 ms", "max ms", *(f"{r} CPU us" for r in roles)]
+    return table("Push latency", headers, [row(name, lat) for name, lat in pushes])
+
+
+def target_table(targets: Sequence[Target]) -> str:
+    def row(t: Target) -> list[str]:
+        return [
+            t.name,
+            f"{t.measured:.2f}{t.unit}",
+            f"≤ {t.limit:.2f}{t.unit}",
+            "PASS" if t.passed else "FAIL",
+        ]
+
+    return table("Targets", ["target", "measured", "limit", "result"], [row(t) for t in targets])
+
+
+def facts_lines(facts: Sequence[tuple[str, str]]) -> str:
+    width = max(len(name) for name, _ in facts)
+    return "\n".join(["Machine", *(f"  {name.ljust(width)}  {value}" for name, value in facts), ""])

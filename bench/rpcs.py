@@ -1,0 +1,95 @@
+"""The calls the benchmark makes: turngate's RPCs through its generated stubs, and the floor's."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import grpc
+
+from turngate.v1 import turngate_pb2 as pb
+from turngate.v1 import turngate_pb2_grpc as pb_grpc
+
+from measure import Call
+
+PROJECT = "bench"
+
+
+@dataclass(frozen=True, slots=True)
+class Stubs:
+    admission: pb_grpc.AdmissionServiceAsyncStub
+    control: pb_grpc.ControlServiceAsyncStub
+    sessions: pb_grpc.SessionServiceAsyncStub
+
+    @classmethod
+    def on(cls, channel: grpc.aio.Channel) -> Stubs:
+        return cls(
+            pb_grpc.AdmissionServiceStub(channel),
+            pb_grpc.ControlServiceStub(channel),
+            pb_grpc.SessionServiceStub(channel),
+        )
+
+
+def session(session_id: str) -> pb.SessionRef:
+    return pb.SessionRef(project_id=PROJECT, session_id=session_id)
+
+
+async def admit(stubs: Stubs, ref: pb.SessionRef, turn_id: str) -> pb.TurnLease:
+    request = pb.AdmitTurnRequest(session=ref, turn_id=turn_id, runner_id="bench-runner")
+    reply = await stubs.admission.AdmitTurn(request)
+    return reply.lease
+
+
+async def heartbeat(stubs: Stubs, lease: pb.TurnLease) -> None:
+    await stubs.admission.Heartbeat(pb.HeartbeatRequest(lease=lease))
+
+
+async def cancel(stubs: Stubs, lease: pb.TurnLease) -> None:
+    request = pb.CancelTurnRequest(session=lease.session, expected_turn_id=lease.turn_id, reason="user")
+    reply = await stubs.control.CancelTurn(request)
+    if reply.WhichOneof("outcome") != "cancelled":
+        raise RuntimeError(f"stop of {lease.turn_id} was not accepted: {reply}")
+
+
+async def complete(stubs: Stubs, lease: pb.TurnLease) -> None:
+    request = pb.CompleteTurnRequest(lease=lease, outcome=pb.TURN_OUTCOME_CANCELLED)
+    await stubs.admission.CompleteTurn(request)
+
+
+async def open_tool_call(stubs: Stubs, lease: pb.TurnLease, call_id: str) -> None:
+    request = pb.RecordToolCallRequest(
+        lease=lease, call_id=call_id, name="bench", status=pb.TOOL_CALL_STATUS_OPEN
+    )
+    await stubs.admission.RecordToolCall(request)
+
+
+def floor_calls(channel: grpc.aio.Channel, method: str) -> Iterator[Call]:
+    """Endless calls of one floor method (raw bytes in and out)."""
+    multicallable: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
+    return itertools.repeat(functools.partial(multicallable, b""))
+
+
+@dataclass
+class Caller:
+    """One caller on sessions of its own: admits a turn on a new session per call, then can
+    heartbeat those turns (round and round) and stop each of them once."""
+
+    stubs: Stubs
+    name: str
+    leases: list[pb.TurnLease] = field(default_factory=list)
+    _sessions: Iterator[int] = field(default_factory=itertools.count)
+
+    async def _admit_next(self) -> None:
+        ref = session(f"{self.name}-{next(self._sessions)}")
+        self.leases.append(await admit(self.stubs, ref, "turn-1"))
+
+    def admits(self) -> Iterator[Call]:
+        return itertools.repeat(self._admit_next)
+
+    def heartbeats(self) -> Iterator[Call]:
+        return (functools.partial(heartbeat, self.stubs, lease) for lease in itertools.cycle(self.leases))
+
+    def cancels(self) -> Iterator[Call]:
+        return (functools.partial(cancel, self.stubs, lease) for lease in self.leases)

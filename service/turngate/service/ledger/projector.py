@@ -1,0 +1,557 @@
+"""The ledger projector (redis mode): copies each session's events from Redis into the SQL ledger.
+
+The Redis store's compare-and-set script appends each commit's events to the session's log and one
+entry (`k` session, `s` last seq written) to its bucket's outbox. Every replica reads all outboxes
+as a consumer of the group `ledger`, and brings a session's ledger up to `s` like this: one SQL
+transaction locks the session's cursor row (ledger_cursors), reads the events after the cursor
+from the log, records them with the `record()` the SQL store uses, and moves the cursor (one
+transaction does this for many sessions at once). Only after that commit does it raise the
+session document's `ledger` mark (the store trims the log only below it) and acknowledge and
+delete the entries. Hence:
+
+* nothing is acknowledged before it is recorded: a crash or an outage at any point leaves the
+  entries pending, and any replica takes over entries pending longer than `reclaim_idle`;
+* nothing is recorded twice, and a session's events are recorded in seq order, however often and
+  by however many replicas its entries are delivered: a second projector waits on the cursor lock,
+  then finds the cursor at or past `s` and only acknowledges;
+* nothing is dropped silently: an event that cannot be recorded while the ledger otherwise works
+  (after `max_deliveries` deliveries), events missing from the log and malformed outbox entries go
+  to the bucket's dead-letter stream, and are counted in `dead_letters`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any, cast
+
+from redis import exceptions as redis_errors
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.typing import EncodableT, FieldT
+from sqlalchemy import bindparam
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from turngate.service.core import Decision
+from turngate.service.ledger.record import record_sessions
+from turngate.service.ledger.tables import dialect_insert, ledger_cursors
+from turngate.service.store.base import SessionKey, StoreUnavailable
+from turngate.service.store.engine import unavailable_on_failure
+from turngate.service.store.redis_keys import (
+    LEDGER_GROUP,
+    Keyspace,
+    LogEntries,
+    log_event,
+    log_id,
+    member,
+    seq_of,
+    session_of,
+)
+
+log = logging.getLogger("turngate.projector")
+
+_ACK = files("turngate.service.ledger").joinpath("projector_ack.lua").read_text()
+# Per SQL transaction: sessions, and events per session (which keeps transactions short after a
+# long ledger outage). One transaction for many sessions saves a commit, and its fsync, per session.
+_SESSIONS_PER_TRANSACTION = 50
+_EVENTS_PER_TRANSACTION = 500
+# Between retries while Redis or the ledger is unreachable: doubling from the first to the last.
+_FIRST_BACKOFF_S = 0.05
+_LAST_BACKOFF_S = 1.0
+_REASON_CHARS = 1_000
+# Entries read per bucket and round: all of one session's go to one script call (projector_ack.lua),
+# whose arguments Lua unpacks onto its stack (8,000 slots at most).
+_MAX_BATCH = 1_000
+
+# Test seam: awaited after each SQL commit that moved a session's cursor (to the seq given),
+# before anything is acknowledged.
+AfterCommit = Callable[[SessionKey, int], Awaitable[None]]
+# An outbox or log entry as redis-py returns it: its id and its fields (empty once deleted).
+_Raw = tuple[bytes, dict[bytes, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """An outbox entry: the session `key` has events up to `seq` to record."""
+
+    bucket: int
+    id: bytes
+    key: SessionKey
+    seq: int
+
+
+class _EventFailed(Exception):
+    """Decoding or recording events failed for a reason other than Redis or the ledger being
+    unreachable; `entry` is the first event of those that failed together."""
+
+    def __init__(self, entry: _Raw, reason: str) -> None:
+        super().__init__(reason)
+        self.entry = entry
+        self.reason = reason
+
+
+@contextmanager
+def _redis_unavailable() -> Iterator[None]:
+    """Any Redis error pauses projection and is never blamed on an event: the entries stay
+    pending. (A missing consumer group, after Redis lost its data, is recreated on the retry.)"""
+    try:
+        yield
+    except (redis_errors.RedisError, OSError) as exc:
+        raise StoreUnavailable(f"redis: {exc}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:_REASON_CHARS]
+
+
+def _last(entries: Sequence[_Entry]) -> int:
+    return max(entry.seq for entry in entries)
+
+
+def _contiguous(entries: LogEntries, first_seq: int) -> LogEntries:
+    """The leading entries whose seqs run on from `first_seq` without a gap."""
+    for i, (entry_id, _) in enumerate(entries):
+        if seq_of(entry_id) != first_seq + i:
+            return entries[:i]
+    return entries
+
+
+class LedgerProjector:
+    """Projects the outboxes of `keys` on `redis` into the ledger on `engine` (already migrated).
+
+    `consumer` names this replica in the consumer group. `reclaim_idle` (s): entries pending that
+    long with any consumer are taken over. `max_deliveries`: how often an entry is delivered
+    before an event of it that fails alone is dead-lettered. Per round, up to `batch` entries per
+    bucket are read and projected by up to `concurrency` transactions at once. A local commit
+    wakes it (after `coalesce` s, so a burst is projected together); otherwise it looks for other
+    replicas' entries every `poll_interval` s.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keyspace,
+        engine: AsyncEngine,
+        *,
+        consumer: str,
+        reclaim_idle: float,
+        max_deliveries: int,
+        batch: int = 100,
+        concurrency: int = 8,
+        poll_interval: float = 1.0,
+        coalesce: float = 0.02,
+        after_commit: AfterCommit | None = None,
+    ) -> None:
+        if reclaim_idle <= 0 or poll_interval <= 0 or max_deliveries < 1 or concurrency < 1:
+            raise ValueError("reclaim_idle and poll_interval must be > 0; the counts at least 1")
+        if not 1 <= batch <= _MAX_BATCH:
+            raise ValueError(f"batch must be 1 to {_MAX_BATCH}")
+        self.after_commit = after_commit
+        self.dead_letters = 0
+        self._redis = redis
+        self._keys = keys
+        self._engine = engine
+        self._consumer = consumer
+        self._reclaim_idle = reclaim_idle
+        self._max_deliveries = max_deliveries
+        self._batch = batch
+        self._poll_interval = poll_interval
+        self._coalesce = coalesce
+        self._transactions = asyncio.Semaphore(concurrency)
+        self._wake = asyncio.Event()
+        self._ack = redis.register_script(_ACK)
+        # Locks sessions' cursor rows (made at 0 the first time) and reads them, in one statement.
+        insert = dialect_insert(engine.dialect.name, ledger_cursors)
+        self._lock_cursors = insert.on_conflict_do_update(
+            index_elements=list(ledger_cursors.primary_key), set_={"seq": ledger_cursors.c.seq}
+        ).returning(ledger_cursors.c.project_id, ledger_cursors.c.session_id, ledger_cursors.c.seq)
+        # The SET clause comes from the rows' other keys (`seq`).
+        self._move_cursors = ledger_cursors.update().where(
+            ledger_cursors.c.project_id == bindparam("key_project_id"),
+            ledger_cursors.c.session_id == bindparam("key_session_id"),
+        )
+
+    def on_commit(self, _key: SessionKey, decision: Decision) -> None:
+        """A store `CommitListener`: a local commit that wrote events (and so an outbox entry) wakes
+        the projector instead of the next poll."""
+        if decision.events:
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Projects until cancelled; cancelling at any point is safe (whatever was not
+        acknowledged is delivered again).
+
+        First, and after every failure, it recreates the consumer groups if they are missing and
+        retries this consumer's own pending entries; every `reclaim_idle / 2` it takes over idle
+        ones; in between it reads new entries, waiting for a commit or `poll_interval` when there
+        are none. While Redis or the ledger is unreachable it backs off and retries, dropping
+        nothing.
+        """
+        loop = asyncio.get_running_loop()
+        this = asyncio.current_task()
+        backoff = _FIRST_BACKOFF_S
+        recovering = True
+        next_reclaim = loop.time()
+        while True:
+            # redis-py sends every command under asyncio.wait_for, which on Python 3.11 can swallow
+            # a cancellation (CPython gh-86296); a cancelled run() stops all the same.
+            if this is not None and this.cancelling():
+                raise asyncio.CancelledError
+            try:
+                if recovering:
+                    await self.create_groups()
+                    await self._retry_own()
+                    recovering = False
+                if loop.time() >= next_reclaim:
+                    await self.reclaim()
+                    next_reclaim = loop.time() + self._reclaim_idle / 2
+                self._wake.clear()
+                if not await self.poll():
+                    # Not asyncio.wait_for, for the same reason.
+                    with suppress(TimeoutError):
+                        async with asyncio.timeout(min(self._poll_interval, next_reclaim - loop.time())):
+                            await self._wake.wait()
+                        # Let a burst of commits gather, so one round projects them together.
+                        await asyncio.sleep(self._coalesce)
+                backoff = _FIRST_BACKOFF_S
+            except Exception as error:
+                # Unreachable: expected, and retried quietly. Anything else (a schema the
+                # migrations did not make, a bug) is logged in full and retried the same way.
+                if isinstance(error, StoreUnavailable):
+                    log.warning("ledger projection paused for %.2fs: %s", backoff, error)
+                else:
+                    log.exception("ledger projection failed, retrying in %.2fs", backoff)
+                recovering = True
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _LAST_BACKOFF_S)
+
+    async def poll(self) -> int:
+        """Reads and projects the entries no consumer has seen yet; returns how many it read."""
+        replies = await self._each_bucket(
+            lambda pipe, outbox: pipe.xreadgroup(
+                LEDGER_GROUP, self._consumer, {outbox: ">"}, count=self._batch
+            )
+        )
+        read = [
+            (bucket, raw)
+            for bucket, reply in zip(self._keys.all_buckets(), replies, strict=True)
+            for _stream, entries in reply or []
+            for raw in entries
+        ]
+        await self._project(read)
+        return len(read)
+
+    async def reclaim(self) -> int:
+        """Takes over and projects entries pending longer than `reclaim_idle` with any consumer
+        (one that died or hangs, or this one after a failure); returns how many."""
+        idle_ms = round(self._reclaim_idle * 1000)
+        claimed = 0
+        for bucket in self._keys.all_buckets():
+            start: bytes = b"0-0"
+            while True:
+                with _redis_unavailable():
+                    reply = await self._redis.xautoclaim(
+                        self._keys.outbox(bucket),
+                        LEDGER_GROUP,
+                        self._consumer,
+                        idle_ms,
+                        start,
+                        count=self._batch,
+                    )
+                start, entries = reply[0], cast(LogEntries, reply[1])
+                await self._project([(bucket, raw) for raw in entries])
+                claimed += len(entries)
+                if start == b"0-0":
+                    break
+        return claimed
+
+    async def lag(self) -> int:
+        """Outbox entries not yet recorded (acknowledged entries are deleted, so it is their sum)."""
+        lengths = await self._each_bucket(lambda pipe, outbox: pipe.xlen(outbox))
+        return sum(int(length) for length in lengths)
+
+    async def close(self) -> None:
+        """Closes the Redis client it was given (not the engine, which the caller may share)."""
+        await self._redis.aclose()
+
+    async def _each_bucket(self, command: Callable[[Pipeline, str], object]) -> list[Any]:
+        """`command` on every bucket's outbox, in one round trip (one key per command, so it is
+        valid on Redis Cluster too)."""
+        with _redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for bucket in self._keys.all_buckets():
+                    command(pipe, self._keys.outbox(bucket))
+                return await pipe.execute()
+
+    async def create_groups(self) -> None:
+        """The group starts at 0, so entries written before any projector ran are projected too."""
+        with _redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for bucket in self._keys.all_buckets():
+                    pipe.xgroup_create(self._keys.outbox(bucket), LEDGER_GROUP, id="0", mkstream=True)
+                replies = await pipe.execute(raise_on_error=False)
+            for reply in replies:
+                if isinstance(reply, redis_errors.ResponseError) and not str(reply).startswith("BUSYGROUP"):
+                    raise reply
+
+    async def _retry_own(self) -> None:
+        """Projects the entries pending with this consumer: those a failure left behind, or those
+        of an earlier run under the same consumer name."""
+        for bucket in self._keys.all_buckets():
+            after = b"0"
+            while True:
+                with _redis_unavailable():
+                    reply = cast(
+                        list[tuple[bytes, LogEntries]],
+                        await self._redis.xreadgroup(
+                            LEDGER_GROUP,
+                            self._consumer,
+                            {self._keys.outbox(bucket): after},
+                            count=self._batch,
+                        ),
+                    )
+                entries = reply[0][1] if reply else []
+                if not entries:
+                    break
+                await self._project([(bucket, raw) for raw in entries])
+                after = entries[-1][0]
+
+    async def _project(self, read: Sequence[tuple[int, _Raw]]) -> None:
+        """Projects the sessions of `read`, up to `_SESSIONS_PER_TRANSACTION` per transaction and
+        `concurrency` transactions at once, then acknowledges what was recorded; raises the first
+        failure after that."""
+        by_session: dict[SessionKey, list[_Entry]] = {}
+        unprojectable: list[tuple[int, bytes]] = []
+        for bucket, (entry_id, fields) in read:
+            if not fields:
+                # Deleted from the outbox while still pending here: only the acknowledgement is left.
+                unprojectable.append((bucket, entry_id))
+                continue
+            try:
+                key, seq = session_of(fields[b"k"].decode()), int(fields[b"s"])
+            except (KeyError, ValueError) as exc:
+                reason = f"malformed outbox entry: {_reason(exc)}"
+                await self._dead_letter(bucket, fields.get(b"k", b""), fields.get(b"s", b""), reason)
+                log.error("outbox entry %r of bucket %d dead-lettered: %s", entry_id, bucket, reason)
+                self.dead_letters += 1
+                unprojectable.append((bucket, entry_id))
+                continue
+            by_session.setdefault(key, []).append(_Entry(bucket, entry_id, key, seq))
+        # Sorted, so that replicas lock the cursors of the sessions they share in one order.
+        keys = sorted(by_session)
+        groups = [
+            keys[i : i + _SESSIONS_PER_TRANSACTION] for i in range(0, len(keys), _SESSIONS_PER_TRANSACTION)
+        ]
+        results = await asyncio.gather(
+            *(self._project_sessions({key: by_session[key] for key in group}) for group in groups),
+            return_exceptions=True,
+        )
+        recorded = [
+            (by_session[key], cursor)
+            for result in results
+            if isinstance(result, dict)
+            for key, cursor in result.items()
+            if cursor is not None
+        ]
+        await self._acknowledge(recorded, unprojectable)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def _acknowledge(
+        self, recorded: Sequence[tuple[list[_Entry], int]], unprojectable: Sequence[tuple[int, bytes]]
+    ) -> None:
+        """Raises each recorded session's mark to its cursor, and acknowledges and deletes its
+        entries, in one round trip."""
+        if not recorded and not unprojectable:
+            return
+        with _redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for entries, cursor in recorded:
+                    first = entries[0]
+                    await self._ack(
+                        keys=[self._keys.outbox(first.bucket), self._keys.doc(first.key)],
+                        args=[LEDGER_GROUP, cursor, *(entry.id for entry in entries)],
+                        client=pipe,
+                    )
+                for bucket, entry_id in unprojectable:
+                    await self._ack(
+                        keys=[self._keys.outbox(bucket)], args=[LEDGER_GROUP, 0, entry_id], client=pipe
+                    )
+                await pipe.execute()
+
+    async def _project_sessions(
+        self, entries: dict[SessionKey, list[_Entry]]
+    ) -> dict[SessionKey, int | None]:
+        """Records each session's events up to the last of its entries; returns each one's cursor
+        (at or past that), or None for a session with an event that failed and may yet be retried
+        (its entries stay pending)."""
+        async with self._transactions:
+            try:
+                return dict(await self._advance({key: _last(of) for key, of in entries.items()}))
+            except _EventFailed:
+                pass
+            # An event of one of them cannot be recorded: find it, session by session.
+            return {key: await self._project_session(key, of) for key, of in entries.items()}
+
+    async def _project_session(self, key: SessionKey, entries: list[_Entry]) -> int | None:
+        """Records one session's events, one per transaction from where one fails: that one is
+        retried while its entries have been delivered fewer than max_deliveries times, then
+        dead-lettered."""
+        limit = _EVENTS_PER_TRANSACTION
+        while True:
+            try:
+                return (await self._advance({key: _last(entries)}, limit))[key]
+            except _EventFailed as failure:
+                if limit > 1:
+                    limit = 1
+                    continue
+                deliveries = await self._deliveries(entries)
+                if deliveries < self._max_deliveries:
+                    log.warning(
+                        "%s: event %d not recorded (delivery %d of %d), will retry: %s",
+                        member(key),
+                        seq_of(failure.entry[0]),
+                        deliveries,
+                        self._max_deliveries,
+                        failure.reason,
+                    )
+                    return None
+                await self._skip_failed_event(key, failure)
+                limit = _EVENTS_PER_TRANSACTION
+
+    async def _advance(
+        self, targets: dict[SessionKey, int], limit: int = _EVENTS_PER_TRANSACTION
+    ) -> dict[SessionKey, int]:
+        """Commits until every session's cursor is at or past its target; returns the cursors."""
+        cursors: dict[SessionKey, int] = {}
+        while targets:
+            cursors |= await self._commit_next(targets, limit)
+            targets = {key: target for key, target in targets.items() if cursors[key] < target}
+        return cursors
+
+    async def _commit_next(self, targets: dict[SessionKey, int], limit: int) -> dict[SessionKey, int]:
+        """One transaction under the sessions' cursor locks: records up to `limit` events after
+        each cursor, or, when a log lacks the events that come next, only dead-letters those
+        ranges; moves the cursors past what it handled. Returns every session's cursor."""
+        missing: dict[SessionKey, str] = {}
+        with unavailable_on_failure():
+            async with self._engine.begin() as conn:
+                cursors = await self._lock(conn, targets)
+                behind = [key for key in targets if cursors[key] < targets[key]]
+                if not behind:
+                    return cursors
+                logs = await self._read_logs({key: (cursors[key] + 1, targets[key]) for key in behind}, limit)
+                found: list[tuple[SessionKey, LogEntries]] = []
+                for key, entries in zip(behind, logs, strict=True):
+                    first = cursors[key] + 1
+                    next_seq = seq_of(entries[0][0]) if entries else targets[key] + 1
+                    if next_seq > first:
+                        missing[key] = f"events {first}..{next_seq - 1} are missing from the session log"
+                        cursors[key] = next_seq - 1
+                    else:
+                        found.append((key, _contiguous(entries, first)))
+                if missing:
+                    # A transaction that skips gaps records nothing: were it to fail, the gaps
+                    # would be dead-lettered twice (they are, before the commit, so never lost).
+                    moved = list(missing)
+                    for key, reason in missing.items():
+                        await self._dead_letter(self._keys.bucket(key), member(key), cursors[key], reason)
+                else:
+                    await self._record(conn, found)
+                    moved = []
+                    for key, entries in found:
+                        moved.append(key)
+                        cursors[key] = seq_of(entries[-1][0])
+                await self._move(conn, {key: cursors[key] for key in moved})
+        for key, reason in missing.items():
+            log.error("%s: %s; dead-lettered", member(key), reason)
+            self.dead_letters += 1
+        for key in moved:
+            await self._committed(key, cursors[key])
+        return cursors
+
+    async def _record(self, conn: AsyncConnection, found: list[tuple[SessionKey, LogEntries]]) -> None:
+        try:
+            events = [
+                (key, [log_event(entry_id, fields) for entry_id, fields in entries]) for key, entries in found
+            ]
+            with unavailable_on_failure():
+                await record_sessions(conn, events)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            raise _EventFailed(found[0][1][0], _reason(exc)) from exc
+
+    async def _skip_failed_event(self, key: SessionKey, failure: _EventFailed) -> None:
+        """Dead-letters the event that failed alone and moves the cursor past it, under the cursor
+        lock (so two projectors never both skip it)."""
+        entry_id, fields = failure.entry
+        seq = seq_of(entry_id)
+        with unavailable_on_failure():
+            async with self._engine.begin() as conn:
+                if (await self._lock(conn, {key: seq}))[key] >= seq:
+                    return
+                # Before the commit: if that fails, the event is dead-lettered again, never lost.
+                await self._dead_letter(self._keys.bucket(key), member(key), seq, failure.reason, fields)
+                await self._move(conn, {key: seq})
+        log.error("%s: event %d could not be recorded; dead-lettered: %s", member(key), seq, failure.reason)
+        self.dead_letters += 1
+        await self._committed(key, seq)
+
+    async def _committed(self, key: SessionKey, cursor: int) -> None:
+        if self.after_commit is not None:
+            await self.after_commit(key, cursor)
+
+    async def _lock(self, conn: AsyncConnection, sessions: Iterable[SessionKey]) -> dict[SessionKey, int]:
+        """Locks the sessions' cursor rows, in key order, and reads them."""
+        rows = [
+            {"project_id": key.project_id, "session_id": key.session_id, "seq": 0} for key in sorted(sessions)
+        ]
+        locked = await conn.execute(self._lock_cursors, rows)
+        return {SessionKey(row.project_id, row.session_id): row.seq for row in locked}
+
+    async def _move(self, conn: AsyncConnection, cursors: dict[SessionKey, int]) -> None:
+        rows = [
+            {"key_project_id": key.project_id, "key_session_id": key.session_id, "seq": cursor}
+            for key, cursor in cursors.items()
+        ]
+        await conn.execute(self._move_cursors, rows)
+
+    async def _read_logs(self, ranges: dict[SessionKey, tuple[int, int]], limit: int) -> list[LogEntries]:
+        """Up to `limit` events of each session's log within its (first, last) seqs, in one round trip."""
+        with _redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key, (first, last) in ranges.items():
+                    pipe.xrange(self._keys.log(key), min=log_id(first), max=log_id(last), count=limit)
+                return cast(list[LogEntries], await pipe.execute())
+
+    async def _deliveries(self, entries: Sequence[_Entry]) -> int:
+        """How often the most delivered of `entries` has been delivered (0 once all are acknowledged)."""
+        with _redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for entry in entries:
+                    pipe.xpending_range(self._keys.outbox(entry.bucket), LEDGER_GROUP, entry.id, entry.id, 1)
+                replies = await pipe.execute()
+        return max((int(pending["times_delivered"]) for reply in replies for pending in reply), default=0)
+
+    async def _dead_letter(
+        self,
+        bucket: int,
+        k: str | bytes,
+        s: int | bytes,
+        reason: str,
+        event: Mapping[bytes, bytes] | None = None,
+    ) -> None:
+        """Adds what could not be recorded to the bucket's dead-letter stream: the session `k`, the
+        seq `s`, why, and the event's own fields (`t`, `e`) when there is one."""
+        entry: dict[FieldT, EncodableT] = {"k": k, "s": s, "reason": reason}
+        for name, value in (event or {}).items():
+            entry[name] = value
+        with _redis_unavailable():
+            await self._redis.xadd(self._keys.dead_letters(bucket), entry)

@@ -1,0 +1,223 @@
+"""The Redis store: session documents, event logs, deadlines and the ledger outbox in Redis.
+
+Coordination only; the durable history is the SQL ledger, fed from the outbox by the projector.
+Every command is one run of a small generic compare-and-set script (redis_cas.lua), loaded once
+and re-sent after NOSCRIPT by redis-py's Script: one round trip when this replica already knows
+the session's current document.
+
+It decides against the document and version it last saw (a session it never saw is taken to be
+new) at an estimate of Redis `TIME`, calibrated on every reply. The script confirms both
+atomically, with the write or, for a decision that changed nothing, alone: the version must be
+unchanged and the decision's `now` within [TIME - BEHIND_LIMIT_US, TIME + AHEAD_LIMIT_US] (I10:
+like a SQL store's read, a decision is as of the store's clock when it was taken; the bounds stop
+a bad estimate). Otherwise nothing is written, the script returns the current document and
+`TIME`, and the decision is taken again on them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from importlib.resources import files
+from typing import Any, cast
+
+from redis import exceptions as redis_errors
+from redis.asyncio import BlockingConnectionPool, Redis
+
+from turngate.service.core import Command, Decision, Event, Session, decide
+from turngate.service.store.base import BeforeWrite, SessionKey, StoreUnavailable
+from turngate.service.store.cas import CompareAndSetStore
+from turngate.service.store.codec import dump_event_body, dump_session, load_session
+from turngate.service.store.redis_keys import Keyspace, LogEntries, log_event, log_id, member, session_of
+
+_CAS = files("turngate.service.store").joinpath("redis_cas.lua").read_text()
+_US = 1_000_000
+# Past this many commands in flight, callers wait up to POOL_TIMEOUT_S for a connection before the
+# store is unavailable (redis-py's default pool fails at once past 100, even with Redis healthy).
+POOL_SIZE = 64
+POOL_TIMEOUT_S = 5.0
+# How far behind and ahead of Redis TIME a decision's `now` may be at its commit (µs): behind
+# covers the round trip and a busy event loop; ahead only estimation error.
+BEHIND_LIMIT_US = 1_000_000
+AHEAD_LIMIT_US = 5_000
+# Sessions whose document this replica remembers (the least recently used are forgotten).
+_KNOWN_SESSIONS = 10_000
+
+
+def _monotonic_us() -> int:
+    return time.monotonic_ns() // 1000
+
+
+class _StoreClock:
+    """Redis TIME, estimated from the last reply that carried it (read halfway through its round
+    trip). It does not run backwards between decisions, except to correct an estimate that was
+    ahead by more than half of what the store accepts."""
+
+    def __init__(self) -> None:
+        self._offset: int | None = None
+        self._last = 0
+
+    @property
+    def calibrated(self) -> bool:
+        return self._offset is not None
+
+    def now(self) -> int:
+        assert self._offset is not None, "observe the store's TIME first"
+        estimate = _monotonic_us() + self._offset
+        if estimate < self._last <= estimate + AHEAD_LIMIT_US // 2:
+            return self._last
+        self._last = estimate
+        return estimate
+
+    def observe(self, store_now: int, sent: int, received: int) -> None:
+        self._offset = store_now - (sent + received) // 2
+
+
+def connect(url: str) -> Redis:
+    """The client a RedisStore needs: callers queue for a pooled connection under load."""
+    pool = BlockingConnectionPool.from_url(url, max_connections=POOL_SIZE, timeout=POOL_TIMEOUT_S)
+    return Redis.from_pool(pool)
+
+
+@contextmanager
+def unavailable_on_failure() -> Iterator[None]:
+    """Redis unreachable, timing out, still loading its data, or refusing writes (a replica after a
+    failover, out of memory): the store is unavailable."""
+    try:
+        yield
+    except (
+        redis_errors.ConnectionError,
+        redis_errors.TimeoutError,
+        redis_errors.BusyLoadingError,
+        redis_errors.ReadOnlyError,
+        redis_errors.OutOfMemoryError,
+        OSError,
+    ) as exc:
+        raise StoreUnavailable(f"redis unavailable: {exc}") from exc
+
+
+def _now(time_reply: Any) -> int:
+    seconds, micros = time_reply
+    return int(seconds) * _US + int(micros)
+
+
+class RedisStore(CompareAndSetStore):
+    """`Store` over one Redis; the session document, its events, its deadline and the outbox
+    entry for the ledger change together in one script run, or not at all."""
+
+    def __init__(
+        self,
+        client: Redis,
+        keys: Keyspace,
+        *,
+        retention: int,
+        before_write: BeforeWrite | None = None,
+        max_attempts: int = 32,
+    ) -> None:
+        super().__init__(before_write=before_write, max_attempts=max_attempts)
+        self.client = client
+        self.keys = keys
+        self._retention = retention
+        self._cas = client.register_script(_CAS)
+        self._clock = _StoreClock()
+        self._known: OrderedDict[SessionKey, tuple[int, Session]] = OrderedDict()
+
+    def _unavailable_on_failure(self) -> AbstractContextManager[None]:
+        return unavailable_on_failure()
+
+    async def _attempt(self, key: SessionKey, command: Command) -> Decision | None:
+        """One decide-and-confirm; None when the version or the clock was off (both now corrected)."""
+        version, state = self._known.get(key, (0, Session()))
+        if not self._clock.calibrated:
+            await self.now()
+        now = self._clock.now()
+        decision = decide(state, command, now)
+        if decision.changed:
+            await self._before_write(key, command)
+        args = [version, now, BEHIND_LIMIT_US, AHEAD_LIMIT_US, *self._change(key, decision)]
+        sent = _monotonic_us()
+        reply = await self._cas(keys=self._keys_of(key), args=args)
+        self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
+        if reply[0]:
+            self._remember(key, version + 1 if decision.changed else version, decision.state)
+            return decision
+        current = reply[4] if len(reply) > 4 else None
+        self._remember(key, int(reply[3]), Session() if current is None else load_session(current))
+        return None
+
+    def _change(self, key: SessionKey, decision: Decision) -> list[str | int | bytes]:
+        """The script's arguments after the clock: the new document, its deadline and events."""
+        if not decision.changed:
+            return [""]
+        deadline = decision.state.deadline()
+        args: list[str | int | bytes] = [
+            dump_session(decision.state),
+            "" if deadline is None else deadline,
+            member(key),
+            self._retention,
+            len(decision.events),
+        ]
+        for event in decision.events:
+            args += [event.seq, event.time, dump_event_body(event.body)]
+        return args
+
+    def _keys_of(self, key: SessionKey) -> list[str]:
+        bucket = self.keys.bucket(key)
+        return [self.keys.doc(key), self.keys.log(key), self.keys.deadlines(bucket), self.keys.outbox(bucket)]
+
+    def _remember(self, key: SessionKey, version: int, state: Session) -> None:
+        """Keeps the document last seen for `key` (even an older version: Redis may have lost
+        data), forgetting the least recently used beyond a bound."""
+        self._known[key] = (version, state)
+        self._known.move_to_end(key)
+        if len(self._known) > _KNOWN_SESSIONS:
+            self._known.popitem(last=False)
+
+    async def load(self, key: SessionKey) -> Session:
+        with unavailable_on_failure():
+            doc = await self.client.hget(self.keys.doc(key), "doc")
+        return Session() if doc is None else load_session(doc)
+
+    async def events_after(self, key: SessionKey, after_seq: int, limit: int) -> list[Event]:
+        with unavailable_on_failure():
+            entries = await self.client.xrange(self.keys.log(key), min=log_id(after_seq + 1), count=limit)
+        return [log_event(entry_id, fields) for entry_id, fields in cast(LogEntries, entries)]
+
+    async def now(self) -> int:
+        sent = _monotonic_us()
+        with unavailable_on_failure():
+            store_now = _now(await self.client.time())
+        self._clock.observe(store_now, sent, _monotonic_us())
+        return store_now
+
+    async def next_deadline(self) -> int | None:
+        with unavailable_on_failure():
+            async with self.client.pipeline(transaction=False) as pipe:
+                for bucket in self.keys.all_buckets():
+                    pipe.zrange(self.keys.deadlines(bucket), 0, 0, withscores=True)
+                firsts = await pipe.execute()
+        scores = [int(entries[0][1]) for entries in firsts if entries]
+        return min(scores, default=None)
+
+    async def due(self, now: int, limit: int) -> list[SessionKey]:
+        with unavailable_on_failure():
+            async with self.client.pipeline(transaction=False) as pipe:
+                for bucket in self.keys.all_buckets():
+                    pipe.zrangebyscore(
+                        self.keys.deadlines(bucket), "-inf", now, start=0, num=limit, withscores=True
+                    )
+                per_bucket = await pipe.execute()
+        earliest = heapq.nsmallest(
+            limit, (entry for entries in per_bucket for entry in entries), key=lambda e: e[1]
+        )
+        return [session_of(name.decode()) for name, _ in earliest]
+
+    async def ping(self) -> None:
+        with unavailable_on_failure():
+            await self.client.ping()
+
+    async def close(self) -> None:
+        await self.client.aclose()

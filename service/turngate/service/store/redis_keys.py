@@ -1,0 +1,83 @@
+"""Where the Redis store keeps things. Every key one command touches shares a `{bucket}` hash tag,
+so each command lives in one slot and the layout stays valid on Redis Cluster.
+
+Per session (`member` = `project/session`; ids cannot contain `/`):
+  `<prefix>:{b}:doc:<member>`   hash: `v` version, `doc` document JSON, `ledger` seq projected so far
+  `<prefix>:{b}:log:<member>`   stream of the session's events, entry id `<seq>-0`, fields `t`, `e`
+Per bucket:
+  `<prefix>:{b}:deadlines`      sorted set: member → next deadline (µs)
+  `<prefix>:{b}:outbox`         stream, one entry per commit: `k` member, `s` last seq written
+  `<prefix>:{b}:deadletter`     stream of what the ledger could never record: `k`, `s`, `reason`, and
+                                the event's `t`, `e` when there is one (see ledger/projector.py)
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from turngate.service.core import Event
+from turngate.service.store.base import SessionKey
+from turngate.service.store.codec import load_event_body
+
+LEDGER_GROUP = "ledger"
+
+
+def member(key: SessionKey) -> str:
+    return f"{key.project_id}/{key.session_id}"
+
+
+def session_of(member_name: str) -> SessionKey:
+    project_id, session_id = member_name.split("/", 1)
+    return SessionKey(project_id, session_id)
+
+
+def log_id(seq: int) -> str:
+    """The stream id of event `seq`: a cursor maps straight to a stream position."""
+    return f"{seq}-0"
+
+
+def seq_of(entry_id: str | bytes) -> int:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.split("-", 1)[0])
+
+
+# A stream read as redis-py returns it (bytes, without decode_responses).
+LogEntries = list[tuple[bytes, dict[bytes, bytes]]]
+
+
+def log_event(entry_id: bytes, fields: Mapping[bytes, bytes]) -> Event:
+    """The event a session-log entry holds."""
+    return Event(seq_of(entry_id), int(fields[b"t"]), load_event_body(fields[b"e"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Keyspace:
+    prefix: str = "tg"
+    buckets: int = 16
+
+    def bucket(self, key: SessionKey) -> int:
+        """A stable hash of project+session (the same on every replica and every run)."""
+        return zlib.crc32(member(key).encode()) % self.buckets
+
+    def _tag(self, bucket: int) -> str:
+        return f"{self.prefix}:{{{bucket}}}"
+
+    def doc(self, key: SessionKey) -> str:
+        return f"{self._tag(self.bucket(key))}:doc:{member(key)}"
+
+    def log(self, key: SessionKey) -> str:
+        return f"{self._tag(self.bucket(key))}:log:{member(key)}"
+
+    def deadlines(self, bucket: int) -> str:
+        return f"{self._tag(bucket)}:deadlines"
+
+    def outbox(self, bucket: int) -> str:
+        return f"{self._tag(bucket)}:outbox"
+
+    def dead_letters(self, bucket: int) -> str:
+        return f"{self._tag(bucket)}:deadletter"
+
+    def all_buckets(self) -> range:
+        return range(self.buckets)

@@ -1,0 +1,92 @@
+"""The store backends as the contract tests open them: SQL by URL, Redis by keyspace.
+
+Redis is the server at TURNGATE_TEST_REDIS (default 127.0.0.1:6379, database 0), shared with
+whoever else uses it: every test works under a keyspace prefix of its own and deletes only that
+(never FLUSHDB); without one, deselect its part with `-m "not redis"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import Protocol, cast
+
+from redis import Redis as SyncRedis
+from redis.asyncio import Redis
+
+from turngate.service.store import BeforeWrite, SqlStore, Store
+from turngate.service.store.engine import make_engine
+from turngate.service.store.redis import RedisStore, connect
+from turngate.service.store.redis_keys import Keyspace, LogEntries
+
+REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
+# Enough buckets that a handful of sessions spread over several of them.
+REDIS_BUCKETS = 8
+# More events than any test writes to one session, so retention alone never trims under a test.
+REDIS_RETENTION = 10_000
+MAX_ATTEMPTS = 32
+
+
+class ContractStore(Store, Protocol):
+    """A store with the compare-and-set test seam (store.cas.CompareAndSetStore)."""
+
+    before_write: BeforeWrite | None
+
+
+class OpenStore(Protocol):
+    """Opens one more store (another replica, with its own connections) on the same data."""
+
+    def __call__(self, *, max_attempts: int = MAX_ATTEMPTS) -> ContractStore: ...
+
+
+def open_sql_store(url: str, *, max_attempts: int = MAX_ATTEMPTS) -> SqlStore:
+    return SqlStore(make_engine(url), max_attempts=max_attempts)
+
+
+def open_redis_store(
+    url: str, keys: Keyspace, *, retention: int = REDIS_RETENTION, max_attempts: int = MAX_ATTEMPTS
+) -> RedisStore:
+    return RedisStore(connect(url), keys, retention=retention, max_attempts=max_attempts)
+
+
+def unique_keyspace() -> Keyspace:
+    return Keyspace(prefix=f"tgtest_{uuid.uuid4().hex[:12]}", buckets=REDIS_BUCKETS)
+
+
+def delete_keyspace(url: str, keys: Keyspace) -> None:
+    """Deletes every key under the keyspace's prefix, and nothing else."""
+    with SyncRedis.from_url(url) as client:
+        for name in client.scan_iter(match=f"{keys.prefix}:*", count=1_000):
+            client.unlink(name)
+
+
+async def wait_past(store: Store, instant: int) -> None:
+    """Waits until the store's clock has passed `instant` (µs), so deadlines up to it are due."""
+    await asyncio.sleep((instant - await store.now()) / 1_000_000 + 0.001)
+    assert await store.now() > instant
+
+
+RedisContents = dict[bytes, object]
+
+
+async def redis_contents(client: Redis, keys: Keyspace) -> RedisContents:
+    """Everything stored under the keyspace, by key: hashes, streams (with their ids), sorted sets."""
+    contents: RedisContents = {}
+    async for name in client.scan_iter(match=f"{keys.prefix}:*", count=1_000):
+        kind = await client.type(name)
+        if kind == b"hash":
+            contents[name] = await client.hgetall(name)
+        elif kind == b"stream":
+            contents[name] = await client.xrange(name)
+        else:
+            assert kind == b"zset", f"{name!r} is a {kind!r}: the store keeps no such key"
+            contents[name] = await client.zrange(name, 0, -1, withscores=True)
+    return contents
+
+
+async def stream_entries(
+    client: Redis, name: str, *, first: str = "-", count: int | None = None
+) -> LogEntries:
+    """Up to `count` entries of stream `name` from id `first` on, as (id, fields) in bytes."""
+    return cast(LogEntries, await client.xrange(name, min=first, count=count))

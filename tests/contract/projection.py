@@ -1,0 +1,153 @@
+"""What the ledger projector's tests share: writing turns through a store, reading what the Redis log
+and the ledger hold, and what the ledger must hold for a session's events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable
+
+from redis.asyncio import Redis
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.contract.backends import stream_entries
+from turngate.service.core import (
+    Admit,
+    Admitted,
+    Complete,
+    Event,
+    RecordToolCall,
+    ToolCallStatus,
+    TurnOutcome,
+)
+from turngate.service.ledger import record
+from turngate.service.ledger.projector import AfterCommit, LedgerProjector
+from turngate.service.ledger.tables import interactions, ledger_cursors, session_events, tool_calls, turns
+from turngate.service.store import SessionKey, Store
+from turngate.service.store.redis_keys import LEDGER_GROUP, Keyspace, log_event
+
+SECOND = 1_000_000
+LEDGER_TABLES = (session_events, turns, tool_calls, interactions)
+# How long a test waits for something nothing signals: reached only when the test fails.
+WAIT_TIMEOUT_S = 20.0
+POLL_INTERVAL_S = 0.01
+
+# Every ledger row of one project, per table, in primary-key order, without the project id.
+Rows = dict[str, list[tuple[object, ...]]]
+
+
+async def play_turn(store: Store, key: SessionKey, turn_id: str) -> None:
+    """A turn with one tool call, completed: four events."""
+    admitted = (await store.apply(key, Admit(turn_id, "runner", 20 * SECOND))).reply
+    assert isinstance(admitted, Admitted)
+    generation = admitted.generation
+    await store.apply(key, RecordToolCall(turn_id, generation, "c1", "search", ToolCallStatus.OPEN))
+    await store.apply(key, RecordToolCall(turn_id, generation, "c1", "search", ToolCallStatus.SUCCEEDED))
+    await store.apply(key, Complete(turn_id, generation, TurnOutcome.COMPLETED))
+
+
+async def ledger_rows(engine: AsyncEngine, project_id: str) -> Rows:
+    async with engine.connect() as conn:
+        return {
+            table.name: [
+                tuple(row)[1:]
+                for row in await conn.execute(
+                    select(table).where(table.c.project_id == project_id).order_by(*table.primary_key)
+                )
+            ]
+            for table in LEDGER_TABLES
+        }
+
+
+async def cursor_of(engine: AsyncEngine, key: SessionKey) -> int | None:
+    async with engine.connect() as conn:
+        cursor: int | None = await conn.scalar(
+            select(ledger_cursors.c.seq).where(
+                ledger_cursors.c.project_id == key.project_id, ledger_cursors.c.session_id == key.session_id
+            )
+        )
+    return cursor
+
+
+async def log_of(redis: Redis, keys: Keyspace, key: SessionKey) -> list[Event]:
+    """Every event the session's Redis log holds."""
+    return [log_event(entry_id, fields) for entry_id, fields in await stream_entries(redis, keys.log(key))]
+
+
+async def rows_recording(engine: AsyncEngine, events: dict[SessionKey, list[Event]]) -> Rows:
+    """The ledger rows `record()` writes for these events, as the SQL store would (recorded under a
+    project of their own, then read back without it)."""
+    project_id = f"expected-{uuid.uuid4().hex[:8]}"
+    async with engine.begin() as conn:
+        for key, session_events_ in events.items():
+            await record(conn, SessionKey(project_id, key.session_id), session_events_)
+    return await ledger_rows(engine, project_id)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
+    """Polls `check` until it passes (for state nothing signals); fails after WAIT_TIMEOUT_S."""
+    async with asyncio.timeout(WAIT_TIMEOUT_S):
+        while True:
+            if await check():
+                return
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+
+def commits_log() -> tuple[dict[SessionKey, list[int]], AfterCommit]:
+    """An after_commit hook that notes, per session, the cursor of every commit, in commit order."""
+    cursors: dict[SessionKey, list[int]] = {}
+
+    async def note(key: SessionKey, cursor: int) -> None:
+        cursors.setdefault(key, []).append(cursor)
+
+    return cursors, note
+
+
+def each_event_committed_once(cursors: dict[SessionKey, list[int]], heads: dict[SessionKey, int]) -> bool:
+    """Every session's commits moved its cursor forward only (so no event was recorded twice or
+    out of order), the last one to the session's head."""
+    return set(cursors) == set(heads) and all(
+        seqs == sorted(set(seqs)) and seqs[-1] == heads[key] for key, seqs in cursors.items()
+    )
+
+
+async def heads(redis: Redis, keys: Keyspace, sessions_: list[SessionKey]) -> dict[SessionKey, int]:
+    """The last seq of each session's log."""
+    return {key: (await log_of(redis, keys, key))[-1].seq for key in sessions_}
+
+
+async def marks(redis: Redis, keys: Keyspace, sessions_: list[SessionKey]) -> dict[SessionKey, int]:
+    """The `ledger` mark of each session's document."""
+    return {key: int(await redis.hget(keys.doc(key), "ledger") or 0) for key in sessions_}
+
+
+async def pending_count(redis: Redis, keys: Keyspace) -> int:
+    """Outbox entries delivered to a consumer and not acknowledged, over all buckets."""
+    replies = [await redis.xpending(keys.outbox(bucket), LEDGER_GROUP) for bucket in keys.all_buckets()]
+    return sum(int(reply["pending"]) for reply in replies)
+
+
+async def expected_rows(
+    redis: Redis, keys: Keyspace, ledger: AsyncEngine, sessions_: list[SessionKey]
+) -> Rows:
+    """What the SQL store's ledger holds for the events the sessions' Redis logs hold."""
+    return await rows_recording(ledger, {key: await log_of(redis, keys, key) for key in sessions_})
+
+
+async def reclaimed_all(projector: LedgerProjector) -> bool:
+    """Reclaims once; true when nothing is left to project."""
+    await projector.reclaim()
+    return await projector.lag() == 0
+
+
+async def lag_is_zero(projector: LedgerProjector) -> bool:
+    return await projector.lag() == 0
+
+
+async def stopped(task: asyncio.Task[None]) -> None:
+    """Cancels a projector's `run()` and waits for it to end (raising what it failed with, if so)."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

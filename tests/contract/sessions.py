@@ -1,0 +1,24 @@
+"""The commands the store tests send, with the defaults they share."""
+
+from __future__ import annotations
+
+from turngate.service.core import Admit, Admitted, Cancel, RecordToolCall, ToolCallStatus
+from turngate.service.store import SessionKey, Store
+
+SECOND = 1_000_000
+LEASE = 20 * SECOND
+KEY = SessionKey("project", "session")
+
+
+def stop(turn_id: str, *, force: bool = False, grace: int = 30 * SECOND) -> Cancel:
+    return Cancel(turn_id, "user pressed stop", force, "", grace, 600 * SECOND)
+
+
+def open_call(turn_id: str, generation: int, call_id: str) -> RecordToolCall:
+    return RecordToolCall(turn_id, generation, call_id, "tool", ToolCallStatus.OPEN)
+
+
+async def admit(store: Store, key: SessionKey, turn_id: str, lease: int = LEASE) -> Admitted:
+    reply = (await store.apply(key, Admit(turn_id, "runner", lease))).reply
+    assert isinstance(reply, Admitted)
+    return reply

@@ -1,0 +1,324 @@
+"""The Redis store beyond the shared contract: its one compare-and-set script under forced
+contention and when it fails, script reloading, cluster slots, log positions and trimming, the
+outbox, and the deadline index spread over buckets."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import zlib
+from collections.abc import AsyncIterator, Awaitable
+from importlib.resources import files
+from typing import Protocol, TypeVar
+
+import pytest
+from redis import exceptions as redis_errors
+from redis.asyncio import Redis
+from redis.crc import key_slot
+
+from tests.contract.backends import (
+    MAX_ATTEMPTS,
+    REDIS_RETENTION,
+    REDIS_SERVER,
+    open_redis_store,
+    redis_contents,
+    stream_entries,
+)
+from tests.contract.sessions import KEY, SECOND, admit, open_call, stop
+from turngate.service.core import Admit, Command, Complete, Heartbeat, TurnOutcome
+from turngate.service.store import BeforeWrite, SessionKey, StoreContention
+from turngate.service.store.redis import RedisStore
+from turngate.service.store.redis_keys import Keyspace, member
+
+pytestmark = pytest.mark.redis
+T = TypeVar("T")
+
+# The SHA1 that EVALSHA runs the compare-and-set script by.
+CAS_SHA = hashlib.sha1(files("turngate.service.store").joinpath("redis_cas.lua").read_bytes()).hexdigest()
+
+
+class OpenRedisStore(Protocol):
+    def __call__(
+        self, *, retention: int = REDIS_RETENTION, max_attempts: int = MAX_ATTEMPTS
+    ) -> RedisStore: ...
+
+
+@pytest.fixture
+async def open_replica(redis_keyspace: Keyspace) -> AsyncIterator[OpenRedisStore]:
+    """Opens Redis stores (replicas, each with its own connections) on this test's keyspace."""
+    opened: list[RedisStore] = []
+
+    def open_one(*, retention: int = REDIS_RETENTION, max_attempts: int = MAX_ATTEMPTS) -> RedisStore:
+        store = open_redis_store(REDIS_SERVER, redis_keyspace, retention=retention, max_attempts=max_attempts)
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        await store.close()
+
+
+@pytest.fixture
+async def redis_client() -> AsyncIterator[Redis]:
+    """A plain client on the shared Redis, to look at what the store wrote."""
+    client = Redis.from_url(REDIS_SERVER)
+    yield client
+    await client.aclose()
+
+
+async def write_events(store: RedisStore, count: int) -> int:
+    """Admits turn t1 and opens tool calls until KEY's log holds `count` events; its generation."""
+    lease = await admit(store, KEY, "t1")
+    for i in range(count - 1):
+        await store.apply(KEY, open_call("t1", lease.generation, f"c{i}"))
+    return lease.generation
+
+
+async def log_ids(client: Redis, keys: Keyspace) -> list[bytes]:
+    return [entry_id for entry_id, _ in await stream_entries(client, keys.log(KEY))]
+
+
+def stream_ids(first: int, last: int) -> list[bytes]:
+    return [f"{seq}-0".encode() for seq in range(first, last + 1)]
+
+
+async def outbox_entries(client: Redis, keys: Keyspace, key: SessionKey) -> list[tuple[str, int]]:
+    """The outbox of `key`'s bucket as (session member, last seq written) pairs."""
+    entries = await stream_entries(client, keys.outbox(keys.bucket(key)))
+    return [(fields[b"k"].decode(), int(fields[b"s"])) for _, fields in entries]
+
+
+async def keys_written_by(client: Redis, keys: Keyspace, write: Awaitable[T]) -> tuple[T, set[bytes]]:
+    """What `write` returned, and the keys whose contents it changed."""
+    before = await redis_contents(client, keys)
+    result = await write
+    after = await redis_contents(client, keys)
+    return result, {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+
+
+def sessions_in_distinct_buckets(keys: Keyspace, count: int) -> list[SessionKey]:
+    found: dict[int, SessionKey] = {}
+    candidates = (SessionKey("p", f"s{i}") for i in itertools.count())
+    while len(found) < count:
+        key = next(candidates)
+        found.setdefault(keys.bucket(key), key)
+    return list(found.values())
+
+
+async def test_two_writers_deciding_on_one_version_both_commit_one_after_a_retry(
+    open_replica: OpenRedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    first, second = open_replica(), open_replica()
+    lease = await admit(first, KEY, "t1")
+    both_decided = asyncio.Barrier(2)
+    attempts: list[str] = []
+
+    def decide_together(writer: str) -> BeforeWrite:
+        async def hold(_key: SessionKey, _command: Command) -> None:
+            attempts.append(writer)
+            if len(attempts) <= 2:
+                await both_decided.wait()
+
+        return hold
+
+    first.before_write, second.before_write = decide_together("first"), decide_together("second")
+    await asyncio.gather(
+        first.apply(KEY, open_call("t1", lease.generation, "c-first")),
+        second.apply(KEY, open_call("t1", lease.generation, "c-second")),
+    )
+
+    assert sorted(attempts) in (["first", "first", "second"], ["first", "second", "second"])
+    state = await second.load(KEY)
+    assert state.active is not None
+    assert set(state.active.tool_calls) == {"c-first", "c-second"}
+    assert [e.seq for e in await first.events_after(KEY, 0, 10)] == [1, 2, 3]
+    assert await redis_client.hget(redis_keyspace.doc(KEY), "v") == b"3"
+    assert await outbox_entries(redis_client, redis_keyspace, KEY) == [(member(KEY), s) for s in (1, 2, 3)]
+
+
+async def test_a_write_on_a_stale_version_writes_nothing_and_the_loop_gives_up_after_max_attempts(
+    open_replica: OpenRedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    store = open_replica(max_attempts=4)
+    lease = await admit(store, KEY, "t1")
+    doc = redis_keyspace.doc(KEY)
+    before = await redis_contents(redis_client, redis_keyspace)
+    document = await redis_client.hget(doc, "doc")
+    attempts: list[Command] = []
+
+    async def bump_the_version(_key: SessionKey, command: Command) -> None:
+        attempts.append(command)
+        await redis_client.hincrby(doc, "v", 1)
+
+    store.before_write = bump_the_version
+    with pytest.raises(StoreContention):
+        await store.apply(KEY, open_call("t1", lease.generation, "c1"))
+
+    assert len(attempts) == 4
+    after = await redis_contents(redis_client, redis_keyspace)
+    assert after.pop(doc.encode()) == {b"v": b"5", b"doc": document}
+    before.pop(doc.encode())
+    assert after == before, "no log entry, outbox entry or deadline was written"
+
+
+async def test_a_failing_script_writes_nothing(
+    redis_store: RedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    """A log ahead of its document (here: the document was deleted) makes the script's first
+    XADD fail; no write may come before it."""
+    await write_events(redis_store, 3)
+    await redis_client.unlink(redis_keyspace.doc(KEY))
+    before = await redis_contents(redis_client, redis_keyspace)
+
+    with pytest.raises(redis_errors.ResponseError, match="equal or smaller"):
+        await redis_store.apply(KEY, Admit("t2", "runner", SECOND))
+
+    assert await redis_contents(redis_client, redis_keyspace) == before
+
+
+async def test_noscript_after_a_script_flush_is_recovered_transparently(
+    redis_store: RedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    lease = await admit(redis_store, KEY, "t1")
+    await redis_client.script_flush()
+    assert await redis_client.script_exists(CAS_SHA) == [False]
+
+    decision = await redis_store.apply(KEY, open_call("t1", lease.generation, "c1"))
+
+    assert [e.seq for e in decision.events] == [2]
+    assert await redis_client.script_exists(CAS_SHA) == [True]
+    assert [e.seq for e in await redis_store.events_after(KEY, 0, 10)] == [1, 2]
+    assert await redis_client.hget(redis_keyspace.doc(KEY), "v") == b"2", "written once"
+
+
+async def test_every_key_one_apply_writes_hashes_to_one_cluster_slot(
+    redis_store: RedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    slots_used = set()
+    for i in range(12):
+        key = SessionKey(f"project-{i}", f"session-{i}")
+        lease, admitting = await keys_written_by(redis_client, redis_keyspace, admit(redis_store, key, "t1"))
+        complete = Complete("t1", lease.generation, TurnOutcome.COMPLETED)
+        _, settling = await keys_written_by(redis_client, redis_keyspace, redis_store.apply(key, complete))
+
+        for written in (admitting, settling):
+            assert len(written) == 4, "the document, the log, the deadline index and the outbox"
+            slots = {key_slot(name) for name in written}
+            assert len(slots) == 1, written
+            slots_used |= slots
+
+    assert len(slots_used) > 1, "sessions spread over the buckets' slots"
+
+
+def test_the_bucket_of_a_session_is_crc32_and_the_same_in_every_process() -> None:
+    sessions = [(f"project-{i}", f"session-{i}") for i in range(50)]
+    here = [Keyspace(buckets=16).bucket(SessionKey(*session)) for session in sessions]
+    program = (
+        "import json, sys\n"
+        "from turngate.service.store import SessionKey\n"
+        "from turngate.service.store.redis_keys import Keyspace\n"
+        "sessions = json.load(sys.stdin)\n"
+        "print(json.dumps([Keyspace(buckets=16).bucket(SessionKey(*s)) for s in sessions]))\n"
+    )
+
+    for seed in ("1", "2"):
+        elsewhere = subprocess.run(
+            [sys.executable, "-c", program],
+            input=json.dumps(sessions),
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(elsewhere.stdout) == here
+
+    # The layout of stored data: changing it would strand every key written before.
+    assert here == [zlib.crc32(f"{project}/{session}".encode()) % 16 for project, session in sessions]
+    assert len(set(here)) > 1
+
+
+async def test_log_entry_ids_are_seqs_so_a_cursor_is_a_stream_position(
+    redis_store: RedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    await write_events(redis_store, 5)
+
+    assert await log_ids(redis_client, redis_keyspace) == stream_ids(1, 5)
+    after_two = await stream_entries(redis_client, redis_keyspace.log(KEY), first="3-0", count=2)
+    assert [entry_id for entry_id, _ in after_two] == stream_ids(3, 4)
+    assert [e.seq for e in await redis_store.events_after(KEY, 2, 2)] == [3, 4]
+
+
+async def test_log_is_trimmed_to_the_retention_but_never_below_what_the_ledger_committed(
+    open_replica: OpenRedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    store = open_replica(retention=3)
+    doc = redis_keyspace.doc(KEY)
+    generation = await write_events(store, 10)
+    assert await log_ids(redis_client, redis_keyspace) == stream_ids(1, 10), "the ledger has nothing yet"
+
+    await redis_client.hset(doc, "ledger", 2)
+    await store.apply(KEY, open_call("t1", generation, "c-11"))
+    assert await log_ids(redis_client, redis_keyspace) == stream_ids(3, 11)
+
+    await redis_client.hset(doc, "ledger", 11)
+    await store.apply(KEY, open_call("t1", generation, "c-12"))
+    assert await log_ids(redis_client, redis_keyspace) == stream_ids(10, 12)
+    assert [e.seq for e in await store.events_after(KEY, 0, 100)] == [10, 11, 12]
+    assert await redis_client.hget(doc, "ledger") == b"11", "the store's writes keep the ledger's mark"
+
+
+async def test_outbox_gets_one_entry_per_apply_that_wrote_events_and_none_for_the_others(
+    redis_store: RedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    gen = (await admit(redis_store, KEY, "t1")).generation
+    commands: list[Command] = [
+        Admit("t1", "runner", SECOND),  # replayed
+        Admit("t2", "runner", SECOND),  # refused: t1 holds the session
+        Heartbeat("t1", gen),  # moves the lease and writes no event
+        open_call("t1", gen, "c1"),
+        stop("t1"),
+        stop("t1"),  # repeated: the same answer, nothing new
+        Complete("t1", gen, TurnOutcome.CANCELLED),  # interrupts c1 and settles: two events
+    ]
+    decisions = [await redis_store.apply(KEY, command) for command in commands]
+
+    assert [d.changed for d in decisions] == [False, False, True, True, True, False, True]
+    assert [len(d.events) for d in decisions] == [0, 0, 0, 1, 1, 0, 2]
+    assert await outbox_entries(redis_client, redis_keyspace, KEY) == [
+        (member(KEY), 1),
+        (member(KEY), 2),
+        (member(KEY), 3),
+        (member(KEY), 5),
+    ]
+    outboxes = [name async for name in redis_client.scan_iter(match=f"{redis_keyspace.prefix}:*:outbox")]
+    assert outboxes == [redis_keyspace.outbox(redis_keyspace.bucket(KEY)).encode()]
+
+
+async def test_due_and_next_deadline_merge_every_bucket_earliest_first(
+    redis_store: RedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    sessions = sessions_in_distinct_buckets(redis_keyspace, 5)
+    leases = {
+        key: await admit(redis_store, key, "t1", seconds * SECOND)
+        for key, seconds in zip(sessions, [40, 10, 50, 20, 30], strict=True)
+    }
+    earliest_first = sorted(sessions, key=lambda key: leases[key].lease_expires_at)
+    deadlines = [leases[key].lease_expires_at for key in earliest_first]
+
+    assert await redis_store.next_deadline() == deadlines[0]
+    assert await redis_store.due(deadlines[-1], 10) == earliest_first
+    assert await redis_store.due(deadlines[-1], 3) == earliest_first[:3]
+    assert await redis_store.due(deadlines[1], 10) == earliest_first[:2]
+
+    first = earliest_first[0]
+    await redis_store.apply(first, Complete("t1", leases[first].generation, TurnOutcome.COMPLETED))
+
+    index = redis_keyspace.deadlines(redis_keyspace.bucket(first))
+    assert await redis_client.zscore(index, member(first)) is None
+    assert await redis_store.next_deadline() == deadlines[1]
+    assert await redis_store.due(deadlines[-1], 10) == earliest_first[1:]

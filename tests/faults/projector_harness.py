@@ -1,0 +1,40 @@
+"""A ledger projector in a process of its own that SIGKILLs itself right after its first SQL commit,
+before it acknowledges anything: a replica dying between recording and acknowledging.
+
+Usage: python projector_harness.py REDIS_URL PREFIX BUCKETS LEDGER_URL CONSUMER
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+from redis.asyncio import Redis
+
+from turngate.service.ledger.projector import LedgerProjector
+from turngate.service.store import SessionKey
+from turngate.service.store.engine import make_engine
+from turngate.service.store.redis_keys import Keyspace
+
+
+async def die(_key: SessionKey, _cursor: int) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+async def main(redis_url: str, prefix: str, buckets: str, ledger_url: str, consumer: str) -> None:
+    projector = LedgerProjector(
+        Redis.from_url(redis_url),
+        Keyspace(prefix=prefix, buckets=int(buckets)),
+        make_engine(ledger_url),
+        consumer=consumer,
+        reclaim_idle=1.0,
+        max_deliveries=3,
+        after_commit=die,
+    )
+    await projector.run()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:]))

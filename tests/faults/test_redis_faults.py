@@ -1,0 +1,166 @@
+"""The Redis store when Redis fails: a private redis-server (AOF, fsync always) killed with SIGKILL
+mid-run and started again on the same directory, or answering but refusing writes."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from tests.contract.backends import (
+    RedisContents,
+    open_redis_store,
+    redis_contents,
+    stream_entries,
+    unique_keyspace,
+)
+from tests.contract.sessions import KEY, admit, open_call
+from tests.faults.servers import DurableRedis
+from turngate.service.core import Command, Complete, Event, TurnAdmitted, TurnOutcome, TurnSettled
+from turngate.service.store import SessionKey, StoreUnavailable
+from turngate.service.store.redis import RedisStore
+from turngate.service.store.redis_keys import Keyspace, member
+
+pytestmark = pytest.mark.redis
+
+# How long a test waits for its workload: reached only when the test fails.
+WAIT_TIMEOUT_S = 15.0
+# Admissions plus settlements acknowledged before Redis is killed under the workload.
+ACKNOWLEDGED_BEFORE_KILL = 60
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[DurableRedis]:
+    server = DurableRedis(tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def keys() -> Keyspace:
+    return unique_keyspace()
+
+
+@pytest.fixture
+async def store(redis_server: DurableRedis, keys: Keyspace) -> AsyncIterator[RedisStore]:
+    store = open_redis_store(redis_server.url, keys)
+    yield store
+    await store.close()
+
+
+async def contents(server: DurableRedis, keys: Keyspace) -> RedisContents:
+    """Everything the store keeps on `server`, read through a fresh connection."""
+    async with Redis.from_url(server.url) as client:
+        return await redis_contents(client, keys)
+
+
+async def outbox_seqs(server: DurableRedis, keys: Keyspace, key: SessionKey) -> list[int]:
+    """The last seq of each outbox entry written for `key`."""
+    async with Redis.from_url(server.url) as client:
+        entries = await stream_entries(client, keys.outbox(keys.bucket(key)))
+    return [int(fields[b"s"]) for _, fields in entries if fields[b"k"].decode() == member(key)]
+
+
+def turns_in(events: list[Event]) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
+    """The (turn_id, generation) pairs the log says were admitted, and those it says settled."""
+    admitted = {(e.turn_id, e.body.generation) for e in events if isinstance(e.body, TurnAdmitted)}
+    settled = {(e.turn_id, e.body.turn.generation) for e in events if isinstance(e.body, TurnSettled)}
+    return admitted, settled
+
+
+async def test_redis_killed_between_read_and_write_fails_the_apply_and_writes_nothing(
+    redis_server: DurableRedis, store: RedisStore, keys: Keyspace
+) -> None:
+    generation = (await admit(store, KEY, "t1")).generation
+    await store.apply(KEY, open_call("t1", generation, "c1"))
+    before = await contents(redis_server, keys)
+
+    async def kill_redis(_key: SessionKey, _command: Command) -> None:
+        redis_server.kill()
+
+    store.before_write = kill_redis
+    with pytest.raises(StoreUnavailable):
+        await store.apply(KEY, open_call("t1", generation, "c2"))
+    store.before_write = None
+    for call in (store.load(KEY), store.events_after(KEY, 0, 10), store.now(), store.next_deadline()):
+        with pytest.raises(StoreUnavailable):
+            await call
+
+    redis_server.start()
+    assert await contents(redis_server, keys) == before, "the document, its log and the outbox as they were"
+    retried = await store.apply(KEY, open_call("t1", generation, "c2"))
+    assert [e.seq for e in retried.events] == [3], "the same store goes on once Redis is back"
+
+
+async def test_no_acknowledged_admission_or_settlement_is_lost_when_redis_is_killed_and_restarted(
+    redis_server: DurableRedis, store: RedisStore, keys: Keyspace
+) -> None:
+    sessions = [SessionKey("project", f"session-{i}") for i in range(8)]
+    admissions: dict[SessionKey, set[tuple[str, int]]] = {key: set() for key in sessions}
+    settlements: dict[SessionKey, set[tuple[str, int]]] = {key: set() for key in sessions}
+    enough = asyncio.Event()
+
+    async def run_turns(key: SessionKey) -> None:
+        """Admits and completes turns one after another, noting what was acknowledged, until
+        Redis is gone."""
+        for n in itertools.count():
+            try:
+                lease = await admit(store, key, f"t{n}")
+                admissions[key].add((lease.turn_id, lease.generation))
+                await store.apply(key, Complete(lease.turn_id, lease.generation, TurnOutcome.COMPLETED))
+                settlements[key].add((lease.turn_id, lease.generation))
+            except StoreUnavailable:
+                return
+            if sum(map(len, [*admissions.values(), *settlements.values()])) >= ACKNOWLEDGED_BEFORE_KILL:
+                enough.set()
+
+    async with asyncio.timeout(WAIT_TIMEOUT_S):
+        workers = asyncio.gather(*(run_turns(key) for key in sessions))
+        await enough.wait()
+        redis_server.kill()
+        await workers
+    redis_server.start()
+
+    for key in sessions:
+        events = await store.events_after(key, 0, 10_000)
+        state = await store.load(key)
+        assert [e.seq for e in events] == list(range(1, state.head + 1)), "the log matches its document"
+        assert await outbox_seqs(redis_server, keys, key) == list(range(1, state.head + 1))
+        admitted, settled = turns_in(events)
+        assert admissions[key] <= admitted
+        assert settlements[key] <= settled
+        active = state.active
+        if active is not None:  # its Complete, or the answer to its admission, was lost with Redis
+            await store.apply(key, Complete(active.turn_id, active.generation, TurnOutcome.FAILED))
+        after_restart = await admit(store, key, "after-restart")
+        assert after_restart.generation > max((generation for _, generation in admitted), default=0)
+
+
+RedisCall = Callable[[Redis], Awaitable[object]]
+# How to make Redis refuse writes while it answers, and how to make it accept them again.
+REFUSING_WRITES: dict[str, tuple[RedisCall, RedisCall]] = {
+    "read-only-replica": (lambda c: c.replicaof("127.0.0.1", 1), lambda c: c.replicaof("NO", "ONE")),
+    "out-of-memory": (lambda c: c.config_set("maxmemory", 1), lambda c: c.config_set("maxmemory", 0)),
+}
+
+
+@pytest.mark.parametrize(("refuse", "accept"), REFUSING_WRITES.values(), ids=REFUSING_WRITES.keys())
+async def test_redis_refusing_writes_fails_the_apply_with_store_unavailable_and_writes_nothing(
+    redis_server: DurableRedis, store: RedisStore, keys: Keyspace, refuse: RedisCall, accept: RedisCall
+) -> None:
+    """A replica after a failover, or a Redis out of memory: it answers, but it will not write."""
+    generation = (await admit(store, KEY, "t1")).generation
+    before = await contents(redis_server, keys)
+
+    await refuse(store.client)
+    with pytest.raises(StoreUnavailable):
+        await store.apply(KEY, open_call("t1", generation, "c1"))
+    await accept(store.client)
+
+    assert await contents(redis_server, keys) == before
+    assert [e.seq for e in (await store.apply(KEY, open_call("t1", generation, "c1"))).events] == [2]

@@ -1,0 +1,78 @@
+"""Per test module: a Redis key prefix and a PostgreSQL database of its own, and (for the modules
+that ask for them) three `turngate serve` replicas on them, started once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from tests.e2e.processes import Spawned
+from tests.e2e.servers import Client
+from tests.replicas.cluster import (
+    REDIS_SERVER,
+    Deployment,
+    assert_no_tracebacks,
+    delete_prefix,
+    new_session,
+    postgres_database,
+    postgres_url,
+    replicas,
+    unique_prefix,
+)
+from turngate.v1 import turngate_pb2 as pb
+
+REPLICAS = 3
+
+
+@pytest.fixture(scope="module")
+async def redis() -> AsyncIterator[Redis]:
+    """A client of the shared Redis, for reading what the replicas wrote."""
+    client = Redis.from_url(REDIS_SERVER)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture(scope="module")
+async def deployment(redis: Redis) -> AsyncIterator[Deployment]:
+    """The shared Redis under a prefix of the module's own, and a new PostgreSQL database."""
+    prefix = unique_prefix()
+    try:
+        async with postgres_database() as database:
+            yield Deployment(REDIS_SERVER, prefix, postgres_url(database))
+    finally:
+        await delete_prefix(redis, prefix)
+
+
+@pytest.fixture(scope="module")
+async def ledger(deployment: Deployment) -> AsyncIterator[AsyncEngine]:
+    """The deployment's ledger database, for reading what the projectors wrote."""
+    engine = create_async_engine(deployment.ledger_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture(scope="module")
+async def servers(
+    deployment: Deployment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[list[Spawned]]:
+    """The replicas, started once; afterwards, none of them may have logged a traceback (a
+    background loop that died would otherwise pass unnoticed until its replica is needed)."""
+    tmp = tmp_path_factory.mktemp("replicas")
+    async with replicas(deployment, tmp, REPLICAS) as spawned:
+        yield spawned
+    assert_no_tracebacks(tmp)
+
+
+@pytest.fixture
+def clients(servers: list[Spawned]) -> list[Client]:
+    """One client per replica: A, B, C."""
+    return [server.client for server in servers]
+
+
+@pytest.fixture
+def session() -> pb.SessionRef:
+    """A session no other test touches."""
+    return new_session()
