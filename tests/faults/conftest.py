@@ -1,20 +1,24 @@
-"""A PostgreSQL of the fault tests' own for the whole run, which a test may stop and start again;
-every test works in a database of its own on it."""
+"""Servers of the fault tests' own, which a test may stop, kill and start again: a PostgreSQL for
+the whole run (every test works in a database of its own on it), and a Redis with an append-only
+file per test."""
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.faults.servers import PrivatePostgres
+from tests.contract.backends import open_redis_store, unique_keyspace
+from tests.faults.servers import DurableRedis, PrivatePostgres
 from turngate.service.ledger import migrate
+from turngate.service.store.redis import RedisStore
+from turngate.service.store.redis_keys import Keyspace
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +48,23 @@ def ledger_url(private_postgres: PrivatePostgres) -> str:
 
     asyncio.run(create())
     return private_postgres.url(name)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[DurableRedis]:
+    server = DurableRedis(tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def keys() -> Keyspace:
+    return unique_keyspace()
+
+
+@pytest.fixture
+async def store(redis_server: DurableRedis, keys: Keyspace) -> AsyncIterator[RedisStore]:
+    store = open_redis_store(redis_server.url, keys)
+    yield store
+    await store.close()

@@ -8,14 +8,13 @@ import asyncio
 import itertools
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.contract.backends import open_redis_store, unique_keyspace
 from tests.contract.projection import (
     commits_log,
     cursor_of,
@@ -46,30 +45,10 @@ SESSIONS = [SessionKey("p", f"s{i}") for i in range(6)]
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[DurableRedis]:
-    server = DurableRedis(tmp_path)
-    server.start()
-    yield server
-    server.kill()
-
-
-@pytest.fixture
-def keys() -> Keyspace:
-    return unique_keyspace()
-
-
-@pytest.fixture
 async def redis(redis_server: DurableRedis) -> AsyncIterator[Redis]:
     client = Redis.from_url(redis_server.url)
     yield client
     await client.aclose()
-
-
-@pytest.fixture
-async def store(redis_server: DurableRedis, keys: Keyspace) -> AsyncIterator[RedisStore]:
-    store = open_redis_store(redis_server.url, keys)
-    yield store
-    await store.close()
 
 
 @pytest.fixture

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
 import pytest
 from redis.asyncio import Redis
 
 from tests.contract.backends import (
     RedisContents,
-    open_redis_store,
     redis_contents,
     stream_entries,
-    unique_keyspace,
 )
 from tests.contract.sessions import KEY, admit, open_call
 from tests.faults.servers import DurableRedis
@@ -31,26 +28,6 @@ pytestmark = pytest.mark.redis
 WAIT_TIMEOUT_S = 15.0
 # Admissions plus settlements acknowledged before Redis is killed under the workload.
 ACKNOWLEDGED_BEFORE_KILL = 60
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[DurableRedis]:
-    server = DurableRedis(tmp_path)
-    server.start()
-    yield server
-    server.kill()
-
-
-@pytest.fixture
-def keys() -> Keyspace:
-    return unique_keyspace()
-
-
-@pytest.fixture
-async def store(redis_server: DurableRedis, keys: Keyspace) -> AsyncIterator[RedisStore]:
-    store = open_redis_store(redis_server.url, keys)
-    yield store
-    await store.close()
 
 
 async def contents(server: DurableRedis, keys: Keyspace) -> RedisContents:
