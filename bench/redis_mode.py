@@ -100,7 +100,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         dest="separate_projector",
         action="store_false",
         help="replicas project the ledger themselves (default: the production shape, replicas run "
-        "`serve --no-project` and one `turngate project` process projects the ledger)",
+        "`serve --no-projector` and one `turngate project` process projects the ledger)",
     )
     add("--py-spy", help="path of a py-spy binary: profile replica A during each turngate phase")
     add("--profile-dir", type=Path, default=Path(), help="where py-spy's profiles go")

@@ -127,7 +127,7 @@ async def start_servers(
         return [sys.executable, str(HERE / "floor_server.py"), str(port), run.redis, f"{run.prefix}:floor"]
 
     def turngate(port: int) -> list[str]:
-        projection = ["--no-project"] if separate_projector else []
+        projection = ["--no-projector"] if separate_projector else []
         return [TURNGATE, "serve", "--listen", f"127.0.0.1:{port}", *store, *SERVE_FLAGS, *projection]
 
     await _migrate_ledger(run)

@@ -424,3 +424,18 @@ def test_open_store_refuses_unknown_databases_and_synchronous_levels() -> None:
         open_store("mysql://localhost/turngate")
     with pytest.raises(ValueError, match="sqlite_synchronous"):
         open_store("sqlite:///turngate.db", sqlite_synchronous="OFF")  # type: ignore[arg-type]
+
+
+async def test_active_lists_a_projects_busy_sessions_by_deadline_in_pages(any_store: ContractStore) -> None:
+    for name, seconds in (("late", 30), ("early", 10), ("middle", 20)):
+        await admit(any_store, SessionKey("ops", name), "t1", lease=seconds * SECOND)
+    await admit(any_store, SessionKey("other-project", "early"), "t1", lease=SECOND)
+    await any_store.apply(SessionKey("ops", "stopped"), Admit("t1", "runner", LEASE))
+    await any_store.apply(SessionKey("ops", "stopped"), stop("t1", force=True))
+
+    first = await any_store.active("ops", None, 2)
+    rest = await any_store.active("ops", (first[-1][1], first[-1][0].session_id), 2)
+
+    assert [key.session_id for key, _ in first + rest] == ["early", "middle", "late"]
+    assert [deadline for _, deadline in first + rest] == sorted(deadline for _, deadline in first + rest)
+    assert await any_store.active("nobody", None, 10) == []

@@ -374,6 +374,22 @@ CASES = [
         {"page_size", "page_token"},
         lambda lease: list_turns_req(lease, page_size=1000, page_token="%%"),
     ),
+    # ListActiveSessions
+    case("ListActiveSessions project_id missing", {"project_id"}, lambda _: pb.ListActiveSessionsRequest()),
+    case(
+        "ListActiveSessions project_id ill-formed",
+        {"project_id"},
+        lambda _: pb.ListActiveSessionsRequest(project_id=LONG_ID),
+    ),
+    case(
+        "ListActiveSessions page_size and page_token",
+        {"page_size", "page_token"},
+        lambda lease: pb.ListActiveSessionsRequest(
+            project_id=lease.session.project_id,
+            page_size=501,
+            page_token=base64.urlsafe_b64encode(b"d12/not a session").decode(),
+        ),
+    ),
 ]
 
 _SERVICE = {
@@ -388,6 +404,7 @@ _SERVICE = {
     "GetSession": "sessions",
     "GetTurn": "sessions",
     "ListTurns": "sessions",
+    "ListActiveSessions": "sessions",
 }
 
 

@@ -1666,3 +1666,61 @@ class ListTurnsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListTurnsResponse: _TypeAlias = ListTurnsResponse  # noqa: Y015
+
+@_typing.final
+class ListActiveSessionsRequest(_message.Message):
+    """Lists a project's sessions with an active turn."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """Required; identifier syntax."""
+    page_size: _builtins.int
+    """At most this many (1 to 500; 0 means 50)."""
+    page_token: _builtins.str
+    """From a previous response's next_page_token; empty for the first page."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListActiveSessionsRequest: _TypeAlias = ListActiveSessionsRequest  # noqa: Y015
+
+@_typing.final
+class ListActiveSessionsResponse(_message.Message):
+    """One page of active sessions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass to the next call; empty on the last page."""
+    @_builtins.property
+    def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SessionSnapshot]:
+        """Each session's current state, earliest deadline first."""
+
+    def __init__(
+        self,
+        *,
+        sessions: _abc.Iterable[Global___SessionSnapshot] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "sessions", b"sessions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListActiveSessionsResponse: _TypeAlias = ListActiveSessionsResponse  # noqa: Y015

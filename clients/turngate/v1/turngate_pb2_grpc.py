@@ -428,6 +428,11 @@ class SessionServiceStub:
                 request_serializer=turngate_dot_v1_dot_turngate__pb2.ListTurnsRequest.SerializeToString,
                 response_deserializer=turngate_dot_v1_dot_turngate__pb2.ListTurnsResponse.FromString,
                 _registered_method=True)
+        self.ListActiveSessions = channel.unary_unary(
+                '/turngate.v1.SessionService/ListActiveSessions',
+                request_serializer=turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsRequest.SerializeToString,
+                response_deserializer=turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -463,6 +468,14 @@ class SessionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListActiveSessions(self, request, context):
+        """The project's sessions that have an active turn, the one whose deadline (lease expiry, or
+        stop deadline when sooner) comes first first, paged: what an operator looks at first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -485,6 +498,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.ListTurns,
                     request_deserializer=turngate_dot_v1_dot_turngate__pb2.ListTurnsRequest.FromString,
                     response_serializer=turngate_dot_v1_dot_turngate__pb2.ListTurnsResponse.SerializeToString,
+            ),
+            'ListActiveSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListActiveSessions,
+                    request_deserializer=turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsRequest.FromString,
+                    response_serializer=turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -596,6 +614,33 @@ class SessionService:
             '/turngate.v1.SessionService/ListTurns',
             turngate_dot_v1_dot_turngate__pb2.ListTurnsRequest.SerializeToString,
             turngate_dot_v1_dot_turngate__pb2.ListTurnsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListActiveSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turngate.v1.SessionService/ListActiveSessions',
+            turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsRequest.SerializeToString,
+            turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -181,6 +181,10 @@ class SessionServiceStub:
     """One turn with its tool calls and interactions. NOT_FOUND if it was never admitted."""
     ListTurns: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ListTurnsRequest, _turngate_pb2.ListTurnsResponse]
     """The session's turns, newest first, paged."""
+    ListActiveSessions: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ListActiveSessionsRequest, _turngate_pb2.ListActiveSessionsResponse]
+    """The project's sessions that have an active turn, the one whose deadline (lease expiry, or
+    stop deadline when sooner) comes first first, paged: what an operator looks at first.
+    """
 
 @_typing.type_check_only
 class SessionServiceAsyncStub(SessionServiceStub):
@@ -197,6 +201,10 @@ class SessionServiceAsyncStub(SessionServiceStub):
     """One turn with its tool calls and interactions. NOT_FOUND if it was never admitted."""
     ListTurns: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ListTurnsRequest, _turngate_pb2.ListTurnsResponse]  # type: ignore[assignment]
     """The session's turns, newest first, paged."""
+    ListActiveSessions: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ListActiveSessionsRequest, _turngate_pb2.ListActiveSessionsResponse]  # type: ignore[assignment]
+    """The project's sessions that have an active turn, the one whose deadline (lease expiry, or
+    stop deadline when sooner) comes first first, paged: what an operator looks at first.
+    """
 
 class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
     """Clients: stream the session's state and read its history."""
@@ -234,5 +242,15 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_turngate_pb2.ListTurnsResponse, _abc.Awaitable[_turngate_pb2.ListTurnsResponse]]:
         """The session's turns, newest first, paged."""
+
+    @_abc_1.abstractmethod
+    def ListActiveSessions(
+        self,
+        request: _turngate_pb2.ListActiveSessionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turngate_pb2.ListActiveSessionsResponse, _abc.Awaitable[_turngate_pb2.ListActiveSessionsResponse]]:
+        """The project's sessions that have an active turn, the one whose deadline (lease expiry, or
+        stop deadline when sooner) comes first first, paged: what an operator looks at first.
+        """
 
 def add_SessionServiceServicer_to_server(servicer: SessionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

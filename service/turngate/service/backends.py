@@ -73,7 +73,7 @@ def _redis_backend(settings: Settings) -> Backend:
         loops=[feed.run],
         closers=[store.close, feed.close, engine.dispose],
     )
-    if settings.project:
+    if settings.projector:
         projector = projector_for(settings, engine)
         store.add_listener(projector.on_commit)
         backend.loops.append(lambda: project_when_ready(settings, projector))

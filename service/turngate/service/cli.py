@@ -41,16 +41,16 @@ def _parser() -> argparse.ArgumentParser:
         help="do not migrate the schema on start",
     )
     serve_cmd.add_argument(
-        "--no-project",
-        dest="project",
+        "--no-projector",
+        dest="projector",
         action="store_false",
         default=None,
-        help="redis mode: leave the ledger projection to `turngate project` [TURNGATE_PROJECT]",
+        help="redis mode: leave the ledger projection to `turngate project` [TURNGATE_PROJECTOR]",
     )
     migrate_cmd = commands.add_parser("migrate", help="create or upgrade the store's schema, then exit")
     _store_flags(migrate_cmd)
     project_cmd = commands.add_parser(
-        "project", help="redis mode: only project the outboxes into the ledger (with `serve --no-project`)"
+        "project", help="redis mode: only project the outboxes into the ledger (with `serve --no-projector`)"
     )
     _store_flags(project_cmd)
     return parser

@@ -40,7 +40,7 @@ class Settings(BaseSettings):
     redis_buckets: int = Field(16, ge=1, le=16_384)
     redis_prefix: str = Field("tg", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
     # Redis store: whether `serve` also projects the outbox into the ledger (else `turngate project` does).
-    project: bool = True
+    projector: bool = True
     # Ledger projector: an outbox entry pending this long is taken over by another replica.
     reclaim_idle: Seconds = Field(30.0, ge=1.0, le=DAY)
     # ... and one that failed this many deliveries while others commit goes to the dead letters.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
@@ -31,7 +31,7 @@ DEFAULT_PAGE_SIZE = 50
 _US = 1_000_000
 MIN_LEASE_TTL = 1 * _US
 MAX_LEASE_TTL = 24 * 3600 * _US
-_MAX_GENERATION = 2**63 - 1  # generations are int64 in every store
+_MAX_GENERATION = 2**63 - 1  # generations and times are int64 in every store
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
@@ -53,6 +53,7 @@ class Policy:
 
 
 _E = TypeVar("_E", bound=IntEnum)
+_P = TypeVar("_P")
 
 
 class _Checker:
@@ -111,6 +112,19 @@ class _Checker:
         if not MIN_LEASE_TTL <= us <= MAX_LEASE_TTL:
             self.fail(field, "must be between 1s and 24h")
         return us
+
+    def page_size(self, value: int) -> int:
+        if not 0 <= value <= MAX_PAGE_SIZE:
+            self.fail("page_size", f"must be between 0 and {MAX_PAGE_SIZE} (0 means {DEFAULT_PAGE_SIZE})")
+        return value or DEFAULT_PAGE_SIZE
+
+    def page_token(self, token: str, rpc: str, position: Callable[[str], _P | None]) -> _P | None:
+        if not token:
+            return None
+        read = position(token)
+        if read is None:
+            self.fail("page_token", f"is not a next_page_token returned by {rpc}")
+        return read
 
     def choice(self, field: str, value: int, allowed: Mapping[int, _E]) -> _E | None:
         chosen = allowed.get(value)
@@ -248,31 +262,69 @@ class TurnsPage:
 def list_turns(request: pb.ListTurnsRequest) -> TurnsPage:
     check = _Checker()
     key = check.session("session", request.HasField("session"), request.session)
-    if not 0 <= request.page_size <= MAX_PAGE_SIZE:
-        check.fail("page_size", f"must be between 0 and {MAX_PAGE_SIZE} (0 means {DEFAULT_PAGE_SIZE})")
-    before = None
-    if request.page_token:
-        before = page_token_generation(request.page_token)
-        if before is None:
-            check.fail("page_token", "is not a next_page_token returned by ListTurns")
+    size = check.page_size(request.page_size)
+    before = check.page_token(request.page_token, "ListTurns", turns_page_position)
     check.done()
-    return TurnsPage(key, request.page_size or DEFAULT_PAGE_SIZE, before)
+    return TurnsPage(key, size, before)
 
 
-def page_token(before_generation: int) -> str:
-    return base64.urlsafe_b64encode(f"g{before_generation}".encode()).decode()
+@dataclass(frozen=True, slots=True)
+class ActiveSessionsPage:
+    project_id: str
+    size: int
+    after: tuple[int, str] | None
 
 
-def page_token_generation(token: str) -> int | None:
-    if len(token) > 64:
+def list_active_sessions(request: pb.ListActiveSessionsRequest) -> ActiveSessionsPage:
+    check = _Checker()
+    project_id = check.identifier("project_id", request.project_id)
+    size = check.page_size(request.page_size)
+    after = check.page_token(request.page_token, "ListActiveSessions", active_page_position)
+    check.done()
+    return ActiveSessionsPage(project_id, size, after)
+
+
+# Page tokens are opaque to callers: base64url of a short text this module writes and reads back.
+
+
+def turns_page_token(before_generation: int) -> str:
+    return _encode(f"g{before_generation}")
+
+
+def turns_page_position(token: str) -> int | None:
+    raw = _decode(token)
+    return _int64(raw[1:]) if raw is not None and raw.startswith("g") else None
+
+
+def active_page_token(deadline: int, session_id: str) -> str:
+    return _encode(f"d{deadline}/{session_id}")
+
+
+def active_page_position(token: str) -> tuple[int, str] | None:
+    raw = _decode(token)
+    if raw is None or not raw.startswith("d") or "/" not in raw:
+        return None
+    deadline, session_id = raw[1:].split("/", 1)
+    position = _int64(deadline)
+    return None if position is None or not _ID.fullmatch(session_id) else (position, session_id)
+
+
+def _encode(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def _decode(token: str) -> str | None:
+    if len(token) > 400:
         return None
     try:
-        raw = base64.urlsafe_b64decode(token.encode()).decode()
+        return base64.urlsafe_b64decode(token.encode()).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
-    digits = raw[1:]
+
+
+def _int64(digits: str) -> int | None:
     # ASCII only: str.isdigit() also accepts digits int() cannot parse (e.g. superscripts).
-    if not (raw.startswith("g") and digits.isascii() and digits.isdigit()):
+    if not (digits.isascii() and digits.isdigit()):
         return None
-    generation = int(digits)
-    return generation if generation <= _MAX_GENERATION else None
+    value = int(digits)
+    return value if value <= _MAX_GENERATION else None

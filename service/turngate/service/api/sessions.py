@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -70,5 +71,20 @@ class SessionService(pb_grpc.SessionServiceServicer):
         turns: list[TurnView] = views[: page.size]
         return pb.ListTurnsResponse(
             turns=[convert.turn_view(v, with_calls=False) for v in turns],
-            next_page_token=parse.page_token(turns[-1].generation) if more else "",
+            next_page_token=parse.turns_page_token(turns[-1].generation) if more else "",
+        )
+
+    @guarded
+    async def ListActiveSessions(
+        self, request: pb.ListActiveSessionsRequest, context: Context
+    ) -> pb.ListActiveSessionsResponse:
+        page = parse.list_active_sessions(request)
+        found = await self._store.active(page.project_id, page.after, page.size + 1)
+        shown = found[: page.size]
+        states = await asyncio.gather(*(self._store.load(key) for key, _ in shown))
+        return pb.ListActiveSessionsResponse(
+            sessions=[convert.snapshot(key, state) for (key, _), state in zip(shown, states, strict=True)],
+            next_page_token=parse.active_page_token(shown[-1][1], shown[-1][0].session_id)
+            if len(found) > page.size
+            else "",
         )

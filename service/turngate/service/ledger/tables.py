@@ -33,6 +33,7 @@ sessions = Table(
     Column("deadline_at", BigInteger, nullable=True),
     Column("updated_at", BigInteger, nullable=False),
     Index(None, "deadline_at"),
+    Index(None, "project_id", "deadline_at", "session_id"),
 )
 
 session_events = Table(

@@ -61,6 +61,13 @@ class Store(Protocol):
         """Up to `limit` sessions whose deadline is at or before `now`, earliest first."""
         ...
 
+    async def active(
+        self, project_id: str, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[SessionKey, int]]:
+        """Up to `limit` of the project's sessions with an active turn and their deadlines, ordered
+        by (deadline, session_id), after `after` (a previous page's last pair)."""
+        ...
+
     async def ping(self) -> None:
         """Returns if the store answers; raises StoreUnavailable otherwise."""
         ...

@@ -215,6 +215,30 @@ class RedisStore(CompareAndSetStore):
         )
         return [session_of(name.decode()) for name, _ in earliest]
 
+    async def active(
+        self, project_id: str, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[SessionKey, int]]:
+        """Reads every bucket's deadlines from `after` on and keeps the project's: fine for an
+        operator's listing, not for a hot path."""
+        with unavailable_on_failure():
+            async with self.client.pipeline(transaction=False) as pipe:
+                for bucket in self.keys.all_buckets():
+                    pipe.zrangebyscore(
+                        self.keys.deadlines(bucket), after[0] if after else "-inf", "+inf", withscores=True
+                    )
+                per_bucket = await pipe.execute()
+        found = sorted(
+            (int(score), key.session_id)
+            for entries in per_bucket
+            for name, score in entries
+            if (key := session_of(name.decode())).project_id == project_id
+        )
+        return [
+            (SessionKey(project_id, session), deadline)
+            for deadline, session in found
+            if after is None or (deadline, session) > after
+        ][:limit]
+
     async def ping(self) -> None:
         with unavailable_on_failure():
             await self.client.ping()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from contextlib import AbstractContextManager
 
-from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, cast, func, select
+from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, cast, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from turngate.service.core import Command, Decision, Event, Session, decide
@@ -150,6 +150,22 @@ class SqlStore(CompareAndSetStore):
             async with self._engine.connect() as conn:
                 rows = await conn.execute(query)
         return [SessionKey(row.project_id, row.session_id) for row in rows]
+
+    async def active(
+        self, project_id: str, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[SessionKey, int]]:
+        query = (
+            select(sessions.c.session_id, sessions.c.deadline_at)
+            .where(sessions.c.project_id == project_id, sessions.c.deadline_at.is_not(None))
+            .order_by(sessions.c.deadline_at, sessions.c.session_id)
+            .limit(limit)
+        )
+        if after is not None:
+            query = query.where(tuple_(sessions.c.deadline_at, sessions.c.session_id) > tuple_(*after))
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                rows = await conn.execute(query)
+        return [(SessionKey(project_id, row.session_id), row.deadline_at) for row in rows]
 
     async def ping(self) -> None:
         await self.now()
