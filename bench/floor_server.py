@@ -34,17 +34,22 @@ def _handler(redis: Redis, key: str) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(SERVICE, methods)
 
 
-async def serve(port: int, redis_url: str, key: str) -> None:
-    redis = Redis.from_url(redis_url)
-    await redis.ping()
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((_handler(redis, key),))
+async def serve_until_terminated(server: grpc.aio.Server, port: int) -> None:
+    """Serves on 127.0.0.1:`port` until SIGTERM."""
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
     await server.stop(None)
+
+
+async def serve(port: int, redis_url: str, key: str) -> None:
+    redis = Redis.from_url(redis_url)
+    await redis.ping()
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((_handler(redis, key),))
+    await serve_until_terminated(server, port)
     await redis.aclose()
 
 

@@ -1,7 +1,8 @@
 """A five-minute tour of turngate: admission, a busy refusal, a guarded Stop and a live watch.
 
 Run `turngate serve` in one terminal, then `python examples/tour.py` in another
-(or `python examples/tour.py HOST:PORT`). It plays a runner, a gateway and a watcher.
+(or `python examples/tour.py HOST:PORT`). It plays a runner, a gateway and a watcher, with the
+SDK (`turngate.client`).
 """
 
 from __future__ import annotations
@@ -9,78 +10,73 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
+from datetime import timedelta
 
-import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
-
+from turngate.client import Cancelled, Client, Mismatch, SessionBusy, Turn
 from turngate.v1 import turngate_pb2 as pb
-from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
 
 def say(step: str) -> None:
     print(f"\n== {step}")
 
 
-async def watch(sessions: pb_grpc.SessionServiceAsyncStub, ref: pb.SessionRef) -> None:
+async def watch(client: Client, session_id: str) -> None:
     """Prints every event of the session, starting from a snapshot."""
-    async for response in sessions.WatchSession(pb.WatchSessionRequest(session=ref)):
-        event = response.event
+    async for event in client.watch(session_id):
         print(f"   [watch] seq={event.seq} {event.WhichOneof('kind')}")
 
 
+async def search(turn: Turn, opened: asyncio.Event) -> None:
+    """A tool call that runs until it is cancelled."""
+    async with turn.tool_call("call-1", "search"):
+        opened.set()
+        await asyncio.sleep(3600)
+
+
 async def tour(target: str) -> None:
-    async with grpc.aio.insecure_channel(target) as channel:
-        runner = pb_grpc.AdmissionServiceStub(channel)
-        gateway = pb_grpc.ControlServiceStub(channel)
-        sessions = pb_grpc.SessionServiceStub(channel)
-        ref = pb.SessionRef(project_id="demo", session_id=f"chat-{uuid.uuid4().hex[:8]}")
-        watcher = asyncio.create_task(watch(sessions, ref))
+    async with Client(target, "demo") as client:
+        session_id = f"chat-{uuid.uuid4().hex[:8]}"
+        gateway = client.gateway()
+        watcher = asyncio.create_task(watch(client, session_id))
         await asyncio.sleep(0.2)
 
         say("a runner asks to run turn-1: admitted, with a fencing generation")
-        admitted = await runner.AdmitTurn(
-            pb.AdmitTurnRequest(session=ref, turn_id="turn-1", runner_id="runner-a")
-        )
-        lease = admitted.lease
-        print(f"   generation={lease.generation} heartbeat every {admitted.heartbeat_interval.ToTimedelta()}")
+        async with client.runner("runner-a").turn(session_id, "turn-1") as turn:
+            every = timedelta(seconds=turn.heartbeat_interval)
+            print(f"   generation={turn.generation} heartbeat every {every}")
 
-        say("a second message arrives while turn-1 runs: refused, turn-1 is untouched")
-        try:
-            await runner.AdmitTurn(pb.AdmitTurnRequest(session=ref, turn_id="turn-2", runner_id="runner-b"))
-        except grpc.aio.AioRpcError as error:
-            status = rpc_status.from_call(error)
-            info = error_details_pb2.ErrorInfo()
-            assert status is not None
-            status.details[0].Unpack(info)
-            print(f"   {error.code().name} {info.reason} active={info.metadata['activeTurnId']}")
+            say("a second message arrives while turn-1 runs: refused, turn-1 is untouched")
+            try:
+                async with client.runner("runner-b").turn(session_id, "turn-2"):
+                    pass
+            except SessionBusy as busy:
+                print(f"   {busy.code.name} {busy.reason} active={busy.active_turn_id}")
 
-        say("the runner opens a tool call, then the user presses Stop on turn-1")
-        call = pb.RecordToolCallRequest(
-            lease=lease, call_id="call-1", name="search", status=pb.TOOL_CALL_STATUS_OPEN
-        )
-        await runner.RecordToolCall(call)
-        stop = await gateway.CancelTurn(
-            pb.CancelTurnRequest(session=ref, expected_turn_id="turn-1", reason="user")
-        )
-        print(f"   {stop.WhichOneof('outcome')}: stopping={stop.cancelled.stopping_turn_id}")
+            say("the runner opens a tool call, then the user presses Stop on turn-1")
+            opened = asyncio.Event()
+            tool = asyncio.create_task(search(turn, opened))
+            await opened.wait()
+            stop = await gateway.stop(session_id, expected_turn_id="turn-1", reason="user")
+            assert isinstance(stop, Cancelled)
+            print(f"   cancelled: stopping={stop.stopping_turn_id}")
 
-        say("the runner's next heartbeat says STOP; it reports CANCELLED")
-        beat = await runner.Heartbeat(pb.HeartbeatRequest(lease=lease))
-        print(f"   directive={pb.Directive.Name(beat.directive)} reason={beat.stop_reason!r}")
-        done = await runner.CompleteTurn(
-            pb.CompleteTurnRequest(lease=lease, outcome=pb.TURN_OUTCOME_CANCELLED)
-        )
-        print(f"   outcome={pb.TurnOutcome.Name(done.turn.outcome)} recorded={done.recorded}")
+            say("the Stop is pushed to the runner at once; it cancels its tool call and reports CANCELLED")
+            await turn.stop_requested.wait()
+            print(f"   stop_requested reason={turn.stop_reason!r}")
+            tool.cancel()
+            await asyncio.wait({tool})
+        assert turn.settled is not None
+        outcome, by = pb.TurnOutcome.Name(turn.settled.outcome), pb.SettledBy.Name(turn.settled.settled_by)
+        print(f"   outcome={outcome} by={by}")
 
         say("turn-2 is admitted; a late Stop meant for turn-1 does not touch it")
-        await runner.AdmitTurn(pb.AdmitTurnRequest(session=ref, turn_id="turn-2", runner_id="runner-b"))
-        late = await gateway.CancelTurn(pb.CancelTurnRequest(session=ref, expected_turn_id="turn-1"))
-        print(f"   {late.WhichOneof('outcome')}: current={late.mismatch.current_turn_id}")
+        async with client.runner("runner-b").turn(session_id, "turn-2"):
+            late = await gateway.stop(session_id, expected_turn_id="turn-1")
+            assert isinstance(late, Mismatch)
+            print(f"   mismatch: current={late.current_turn_id}")
 
         say("turn-1's history: the tool call left open by the Stop was closed INTERRUPTED")
-        turn = (await sessions.GetTurn(pb.GetTurnRequest(session=ref, turn_id="turn-1"))).turn
-        for tool_call in turn.tool_calls:
+        for tool_call in (await client.get_turn(session_id, "turn-1")).tool_calls:
             print(f"   {tool_call.call_id} {pb.ToolCallStatus.Name(tool_call.status)}")
 
         await asyncio.sleep(0.2)

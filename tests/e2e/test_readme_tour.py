@@ -1,4 +1,4 @@
-"""The README's five-minute tour runs as printed against a real server."""
+"""examples/tour.py, the scripted tour, runs as printed against a real server."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ async def test_readme_tour_shows_busy_refusal_guarded_stop_and_interrupted_call(
     for line in (
         "ABORTED SESSION_TURN_IN_USE active=turn-1",
         "cancelled: stopping=turn-1",
-        "directive=DIRECTIVE_STOP reason='user'",
-        "outcome=TURN_OUTCOME_CANCELLED recorded=True",
+        "stop_requested reason='user'",
+        "outcome=TURN_OUTCOME_CANCELLED by=SETTLED_BY_RUNNER",
         "mismatch: current=turn-2",
         "call-1 TOOL_CALL_STATUS_INTERRUPTED",
         "[watch] seq=5 turn_settled",

@@ -41,6 +41,8 @@ class Backend:
     store: CompareAndSetStore
     history: LiveHistory
     feed: Feed | None = None
+    # Redis mode, unless told not to project: this replica's ledger projector.
+    projector: LedgerProjector | None = None
     loops: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -74,7 +76,7 @@ def _redis_backend(settings: Settings) -> Backend:
         closers=[store.close, feed.close, engine.dispose],
     )
     if settings.projector:
-        projector = projector_for(settings, engine)
+        backend.projector = projector = projector_for(settings, engine)
         store.add_listener(projector.on_commit)
         backend.loops.append(lambda: project_when_ready(settings, projector))
         backend.closers.append(projector.close)

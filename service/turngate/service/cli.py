@@ -1,27 +1,31 @@
-"""The `turngate` command. Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid settings."""
+"""The `turngate` command: the service (`serve`, `migrate`, `project`) and the operator commands
+(`operate`). Exit codes (`operate.ExitCode`): 0 ok, 1 runtime failure, 2 usage or invalid settings;
+3, 4, 5 and 130 for operator commands."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
+from turngate.service import operate
 from turngate.service.config import Settings, describe
-from turngate.service.ledger.migrate import migrate
-from turngate.service.server import ListenError, project, serve
-from turngate.service.store.base import StoreUnavailable
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="turngate", description="Single-turn admission for agent sessions.")
+    parser = argparse.ArgumentParser(
+        prog="turngate",
+        description="Single-turn admission for agent sessions.",
+        epilog=operate.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the service (embedded SQLite store by default)")
     serve_cmd.add_argument("--listen", help="HOST:PORT to listen on [TURNGATE_LISTEN, 127.0.0.1:50051]")
@@ -47,13 +51,23 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="redis mode: leave the ledger projection to `turngate project` [TURNGATE_PROJECTOR]",
     )
+    _metrics_flag(serve_cmd)
     migrate_cmd = commands.add_parser("migrate", help="create or upgrade the store's schema, then exit")
     _store_flags(migrate_cmd)
     project_cmd = commands.add_parser(
         "project", help="redis mode: only project the outboxes into the ledger (with `serve --no-projector`)"
     )
     _store_flags(project_cmd)
+    _metrics_flag(project_cmd)
+    operate.add_commands(commands)
     return parser
+
+
+def _metrics_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-listen",
+        help="HOST:PORT to serve Prometheus metrics at /metrics on [TURNGATE_METRICS_LISTEN, off]",
+    )
 
 
 def _store_flags(parser: argparse.ArgumentParser) -> None:
@@ -73,22 +87,31 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in operate.COMMANDS:
+        return operate.run(args)
     try:
         settings = _settings(args)
     except ValidationError as error:
         print(f"turngate: {describe(error)}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    return _run_service(args.command, settings)
+
+
+def _run_service(command: str, settings: Settings) -> int:
+    # Imported here: the operator commands start faster without the server's stack.
+    from turngate.service.ledger.migrate import migrate
+    from turngate.service.server import ListenError, project, serve
+    from turngate.service.store.base import StoreUnavailable
+    from turngate.service.telemetry import logs, setup
+
+    logs.configure(settings.log_level, settings.log_format)
     try:
-        if args.command == "migrate":
+        if command == "migrate":
             asyncio.run(migrate(settings.ledger or settings.store))
-        elif args.command == "project":
-            asyncio.run(project(settings))
         else:
-            asyncio.run(serve(settings))
-    except (ListenError, StoreUnavailable) as error:
+            with setup.configured(settings):
+                asyncio.run(project(settings) if command == "project" else serve(settings))
+    except (ListenError, StoreUnavailable, setup.TelemetryError) as error:
         print(f"turngate: {error}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:

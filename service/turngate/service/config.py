@@ -48,10 +48,16 @@ class Settings(BaseSettings):
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     shutdown_grace: Seconds = Field(10.0, ge=0.0, le=3600.0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # `text`: one human-readable line per record (state changes add logfmt fields); `json`: one object.
+    log_format: Literal["text", "json"] = "text"
+    # Where to serve Prometheus text at /metrics (off by default).
+    metrics_listen: str | None = None
 
-    @field_validator("listen")
+    @field_validator("listen", "metrics_listen")
     @classmethod
-    def _host_port(cls, value: str) -> str:
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         match = _LISTEN.match(value)
         if match is None or not 0 <= int(match.group(2)) <= 65535:
             raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:50051 or [::1]:50051")
@@ -82,6 +88,12 @@ class Settings(BaseSettings):
         if not self.redis_mode and self.ledger is not None:
             raise ValueError("--ledger is for a redis store; a SQL store keeps its own ledger")
         return self
+
+
+def host_and_port(address: str) -> tuple[str, int]:
+    """The host to bind and the port of a validated HOST:PORT (`*` is every IPv4 address)."""
+    host, port = address.rsplit(":", 1)
+    return ("0.0.0.0" if host == "*" else host.strip("[]")), int(port)
 
 
 def describe(error: ValidationError) -> str:

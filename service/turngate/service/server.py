@@ -10,6 +10,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from turngate.client.tasks import cancel_all
 from turngate.service.api.admission import AdmissionService
 from turngate.service.api.control import ControlService
 from turngate.service.api.parse import Policy
@@ -19,6 +20,8 @@ from turngate.service.config import Settings
 from turngate.service.store.base import StoreUnavailable
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.engine import make_engine
+from turngate.service.telemetry import instrument
+from turngate.service.telemetry.metrics import Sampler
 from turngate.service.watch import WatchHub
 from turngate.service.watchdog import Watchdog
 from turngate.v1 import turngate_pb2 as pb
@@ -28,7 +31,6 @@ log = logging.getLogger("turngate.server")
 SERVICE_NAMES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by_name.values())
 _US = 1_000_000
 _HEALTH_INTERVAL = 1.0
-_CANCEL_AGAIN_S = 0.5
 
 
 class ListenError(Exception):
@@ -74,8 +76,9 @@ class TurngateServer:
             stop_grace=round(settings.stop_grace * _US),
             memory_ttl=round(settings.tombstone_ttl * _US),
         )
+        instrumented = instrument.server(store, hub, backend.projector)
         # SO_REUSEPORT off: a second server on a busy port must fail, not silently share it.
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(interceptors=instrumented.interceptors, options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_AdmissionServiceServicer_to_server(AdmissionService(store, policy), server)
         pb_grpc.add_ControlServiceServicer_to_server(ControlService(store, policy), server)
         pb_grpc.add_SessionServiceServicer_to_server(SessionService(store, backend.history, hub), server)
@@ -91,7 +94,7 @@ class TurngateServer:
         self._grpc = server
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         await server.start()
-        loops = [watchdog.run, self._report_health, *backend.loops]
+        loops = [watchdog.run, self._report_health, *backend.loops, *instrumented.loops]
         self._tasks = [asyncio.create_task(loop()) for loop in loops]
 
     async def stop(self) -> None:
@@ -101,7 +104,7 @@ class TurngateServer:
             self._hub.close()
         if self._grpc is not None:
             await self._grpc.stop(self.settings.shutdown_grace)
-        await _cancel_all(self._tasks)
+        await _stop_loops(self._tasks)
         if self._backend is not None:
             await self._backend.close()
 
@@ -138,20 +141,9 @@ class TurngateServer:
         await self.stop()
 
 
-async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancels the background loops and waits for them to end.
-
-    Cancelled again while any is left: on Python 3.11 a cancellation landing inside a library's
-    `asyncio.wait_for` as its operation completes can be swallowed, and the loop would go on.
-    """
-    pending = {task for task in tasks if not task.done()}
-    while pending:
-        for task in pending:
-            task.cancel()
-        _, pending = await asyncio.wait(pending, timeout=_CANCEL_AGAIN_S)
-    for task in tasks:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background loop failed", exc_info=task.exception())
+async def _stop_loops(tasks: list[asyncio.Task[None]]) -> None:
+    for error in await cancel_all(tasks):
+        log.error("background loop failed", exc_info=error)
 
 
 async def _until_signalled() -> None:
@@ -174,11 +166,15 @@ async def project(settings: Settings) -> None:
     """Runs only the ledger projector (redis mode) until SIGTERM or SIGINT."""
     engine = make_engine(settings.ledger or settings.store)
     projector = projector_for(settings, engine)
-    task = asyncio.create_task(project_when_ready(settings, projector))
+    loops = [
+        lambda: project_when_ready(settings, projector),
+        *instrument.sampling(Sampler(projector=projector)),
+    ]
+    tasks = [asyncio.create_task(loop()) for loop in loops]
     log.info("turngate projecting the outboxes of %s into the ledger", settings.redis_prefix)
     try:
         await _until_signalled()
     finally:
-        await _cancel_all([task])
+        await _stop_loops(tasks)
         await projector.close()
         await engine.dispose()

@@ -109,6 +109,7 @@ class WatchHub:
         self._retention = retention
         self._feed = feed
         self._subscriptions: dict[SessionKey, set[_Subscription]] = {}
+        self._watchers = 0
         self._closed = False
         store.add_listener(self.publish)
         if feed is not None:
@@ -116,7 +117,8 @@ class WatchHub:
 
     @property
     def watchers(self) -> int:
-        return sum(len(subs) for subs in self._subscriptions.values())
+        """Streams open now (an int kept up to date, which any thread may read)."""
+        return self._watchers
 
     def publish(self, key: SessionKey, decision: Decision) -> None:
         self.deliver(key, decision.events)
@@ -139,6 +141,7 @@ class WatchHub:
         if self._closed:
             raise WatchClosed(after_seq)
         self._subscriptions.setdefault(key, set()).add(subscription)
+        self._watchers += 1
         try:
             state = await self._store.load(key)
             if self._feed is not None:
@@ -170,6 +173,7 @@ class WatchHub:
                     yield event
                     cursor = event.seq
         finally:
+            self._watchers -= 1
             subscriptions = self._subscriptions.get(key)
             if subscriptions is not None:
                 subscriptions.discard(subscription)

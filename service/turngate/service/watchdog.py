@@ -13,6 +13,7 @@ import logging
 
 from turngate.service.core import Decision, Expire, Swept
 from turngate.service.store.base import SessionKey, Store, StoreContention, StoreUnavailable
+from turngate.service.telemetry import traces
 
 log = logging.getLogger("turngate.watchdog")
 _US = 1_000_000
@@ -38,7 +39,9 @@ class Watchdog:
         while True:
             due = await self._store.due(await self._store.now(), self._batch)
             for key in due:
-                decision = await self._store.apply(key, Expire())
+                with traces.settling(key) as span:
+                    decision = await self._store.apply(key, Expire())
+                    traces.settled(span, decision)
                 if isinstance(decision.reply, Swept) and decision.reply.settled:
                     settled += 1
             if len(due) < self._batch:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import wraps
-from typing import TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
@@ -21,6 +21,7 @@ from turngate.service import core
 from turngate.service.api import convert
 from turngate.service.api.parse import InvalidArgument
 from turngate.service.store.base import StoreContention, StoreUnavailable
+from turngate.service.telemetry import traces
 from turngate.v1 import turngate_pb2 as pb
 
 DOMAIN = "turngate.v1"
@@ -46,6 +47,12 @@ def _status(code: int, message: str, *details: Message) -> grpc.Status:
         packed.append(any_detail)
     status: grpc.Status = rpc_status.to_status(status_pb2.Status(code=code, message=message, details=packed))
     return status
+
+
+async def abort(context: grpc.aio.ServicerContext[Any, Any], status: grpc.Status) -> NoReturn:
+    """Ends the RPC with `status`, also on its span."""
+    traces.rpc_failed(status)
+    await context.abort_with_status(status)
 
 
 def refusal(value: core.Refusal, *, admission: bool = False) -> grpc.Status:
@@ -134,6 +141,6 @@ def guarded(handler: Handler[_Self, _Req, _Resp]) -> Handler[_Self, _Req, _Resp]
         except grpc.aio.AbortError:
             raise
         except Exception as error:  # mapped to a status, logged when unexpected
-            await context.abort_with_status(for_exception(error))
+            await abort(context, for_exception(error))
 
     return run

@@ -15,5 +15,5 @@ Context = grpc.aio.ServicerContext[Any, Any]
 async def answer(context: Context, reply: core.Reply, *, admission: bool = False) -> core.Reply:
     """Returns a non-refusal reply; aborts the RPC with the refusal's status otherwise."""
     if isinstance(reply, core.Refusal):
-        await context.abort_with_status(errors.refusal(reply, admission=admission))
+        await errors.abort(context, errors.refusal(reply, admission=admission))
     return reply

@@ -41,11 +41,11 @@ class SessionService(pb_grpc.SessionServiceServicer):
         except grpc.aio.AbortError:
             raise
         except WatchOverflow as overflow:
-            await context.abort_with_status(errors.limit_exceeded("watch_buffer", str(overflow)))
+            await errors.abort(context, errors.limit_exceeded("watch_buffer", str(overflow)))
         except WatchClosed as closed:
-            await context.abort_with_status(errors.unavailable(str(closed)))
+            await errors.abort(context, errors.unavailable(str(closed)))
         except Exception as error:  # mapped to a status, logged when unexpected
-            await context.abort_with_status(errors.for_exception(error))
+            await errors.abort(context, errors.for_exception(error))
 
     @guarded
     async def GetSession(self, request: pb.GetSessionRequest, context: Context) -> pb.GetSessionResponse:
@@ -57,8 +57,8 @@ class SessionService(pb_grpc.SessionServiceServicer):
         key, turn_id = parse.get_turn(request)
         view = await self._history.get_turn(key, turn_id)
         if view is None:
-            await context.abort_with_status(
-                errors.not_found(f"turn {turn_id} was never admitted in this session")
+            await errors.abort(
+                context, errors.not_found(f"turn {turn_id} was never admitted in this session")
             )
         assert view is not None
         return pb.GetTurnResponse(turn=convert.turn_view(view))

@@ -30,8 +30,21 @@ class StoreContention(Exception):
     """The compare-and-set lost too many times in a row; nothing was written."""
 
 
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """One apply's decide(): the command, the document and store-clock time it was decided on, and
+    the decision (committed when it changed something; written nowhere otherwise)."""
+
+    command: Command
+    state: Session
+    now: int
+    decision: Decision
+
+
 # Called after each committed apply, in the committing task, with the key and what was decided.
 CommitListener = Callable[[SessionKey, Decision], None]
+# Called after every apply (committed or changing nothing), in the committing task: what was decided.
+Observer = Callable[[SessionKey, Applied], None]
 # Test seam: awaited between reading the document and writing the new one, to force interleavings.
 BeforeWrite = Callable[[SessionKey, Command], Awaitable[None]]
 
@@ -74,6 +87,14 @@ class Store(Protocol):
 
     def add_listener(self, listener: CommitListener) -> None:
         """Registers a callback run after every commit made through this store instance."""
+        ...
+
+    def add_observer(self, observer: Observer) -> None:
+        """Registers a callback run after every apply through this store instance, with its inputs."""
+        ...
+
+    async def count_active(self) -> int:
+        """How many sessions, of every project, have an active turn."""
         ...
 
     async def close(self) -> None: ...

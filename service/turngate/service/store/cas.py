@@ -1,4 +1,5 @@
-"""What every store shares around its one write: the compare-and-set retry loop and listeners."""
+"""What every store shares around its one write: the compare-and-set retry loop, its spans, and
+the callbacks told about each decision."""
 
 from __future__ import annotations
 
@@ -6,16 +7,28 @@ import asyncio
 import logging
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from typing import TypeVar
 
-from turngate.service.core import Command, Decision
-from turngate.service.store.base import BeforeWrite, CommitListener, SessionKey, Store, StoreContention
+from turngate.service.core import Command, Decision, Session, decide
+from turngate.service.store.base import (
+    Applied,
+    BeforeWrite,
+    CommitListener,
+    Observer,
+    SessionKey,
+    Store,
+    StoreContention,
+)
+from turngate.service.telemetry import traces
 
 _log = logging.getLogger(__name__)
 # Full-jitter exponential backoff between attempts: up to 1 ms, 2 ms, 4 ms, … capped at 200 ms,
 # so a burst of N writers on one session commits in about log2(N) attempts each.
 _BACKOFF_BASE_S = 0.001
 _BACKOFF_CAP_S = 0.2
+_T = TypeVar("_T")
 
 
 class CompareAndSetStore(Store, ABC):
@@ -29,10 +42,12 @@ class CompareAndSetStore(Store, ABC):
         self.before_write = before_write
         self._max_attempts = max_attempts
         self._listeners: list[CommitListener] = []
+        self._observers: list[Observer] = []
 
     @abstractmethod
-    async def _attempt(self, key: SessionKey, command: Command) -> Decision | None:
-        """One read-decide-write; None when another writer changed the session first."""
+    async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
+        """One read-decide-write (deciding with `_decide`); None when another writer changed the
+        session first."""
 
     @abstractmethod
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
@@ -41,25 +56,32 @@ class CompareAndSetStore(Store, ABC):
     async def apply(self, key: SessionKey, command: Command) -> Decision:
         """Each attempt is shielded: a cancelled caller neither interrupts a write half-way nor
         skips the listeners of a write that committed."""
-        for attempt in range(self._max_attempts):
-            with self._unavailable_on_failure():
-                decision = await asyncio.shield(self._attempt_and_notify(key, command))
-            if decision is not None:
-                return decision
-            # The first retry is at once: a lost race most often means the state read was stale.
-            if attempt:
-                await asyncio.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)))
+        with traces.applying(key, command) as span:
+            for attempt in range(self._max_attempts):
+                with self._unavailable_on_failure():
+                    applied = await asyncio.shield(self._attempt_and_notify(key, command))
+                if applied is not None:
+                    traces.applied(span, applied, attempts=attempt + 1)
+                    return applied.decision
+                # The first retry is at once: a lost race most often means the state read was stale.
+                if attempt:
+                    await asyncio.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)))
         raise StoreContention(f"{key}: lost the compare-and-set {self._max_attempts} times in a row")
 
-    async def _attempt_and_notify(self, key: SessionKey, command: Command) -> Decision | None:
-        decision = await self._attempt(key, command)
-        if decision is not None and decision.changed:
-            for listener in self._listeners:
-                try:
-                    listener(key, decision)
-                except Exception:
-                    _log.exception("commit listener %r failed for %s", listener, key)
-        return decision
+    def _decide(self, state: Session, command: Command, now: int) -> Applied:
+        """The core's decision, as every store takes it."""
+        with traces.deciding(command) as span:
+            applied = Applied(command, state, now, decide(state, command, now))
+            traces.decided(span, applied.decision)
+        return applied
+
+    async def _attempt_and_notify(self, key: SessionKey, command: Command) -> Applied | None:
+        applied = await self._attempt(key, command)
+        if applied is not None:
+            if applied.decision.changed:
+                _notify(self._listeners, key, applied.decision)
+            _notify(self._observers, key, applied)
+        return applied
 
     async def _before_write(self, key: SessionKey, command: Command) -> None:
         if self.before_write is not None:
@@ -67,3 +89,15 @@ class CompareAndSetStore(Store, ABC):
 
     def add_listener(self, listener: CommitListener) -> None:
         self._listeners.append(listener)
+
+    def add_observer(self, observer: Observer) -> None:
+        self._observers.append(observer)
+
+
+def _notify(callbacks: Sequence[Callable[[SessionKey, _T], None]], key: SessionKey, value: _T) -> None:
+    """Runs every callback; one that fails is logged and does not stop the others."""
+    for callback in callbacks:
+        try:
+            callback(key, value)
+        except Exception:
+            _log.exception("store callback %r failed for %s", callback, key)

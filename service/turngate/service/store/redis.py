@@ -27,8 +27,8 @@ from typing import Any, cast
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from turngate.service.core import Command, Decision, Event, Session, decide
-from turngate.service.store.base import BeforeWrite, SessionKey, StoreUnavailable
+from turngate.service.core import Command, Decision, Event, Session
+from turngate.service.store.base import Applied, BeforeWrite, SessionKey, StoreUnavailable
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.codec import dump_event_body, dump_session, load_session
 from turngate.service.store.redis_keys import Keyspace, LogEntries, log_event, log_id, member, session_of
@@ -128,13 +128,14 @@ class RedisStore(CompareAndSetStore):
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
         return unavailable_on_failure()
 
-    async def _attempt(self, key: SessionKey, command: Command) -> Decision | None:
+    async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
         """One decide-and-confirm; None when the version or the clock was off (both now corrected)."""
         version, state = self._known.get(key, (0, Session()))
         if not self._clock.calibrated:
             await self.now()
         now = self._clock.now()
-        decision = decide(state, command, now)
+        applied = self._decide(state, command, now)
+        decision = applied.decision
         if decision.changed:
             await self._before_write(key, command)
         args = [version, now, BEHIND_LIMIT_US, AHEAD_LIMIT_US, *self._change(key, decision)]
@@ -143,7 +144,7 @@ class RedisStore(CompareAndSetStore):
         self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
         if reply[0]:
             self._remember(key, version + 1 if decision.changed else version, decision.state)
-            return decision
+            return applied
         current = reply[4] if len(reply) > 4 else None
         self._remember(key, int(reply[3]), Session() if current is None else load_session(current))
         return None
@@ -238,6 +239,14 @@ class RedisStore(CompareAndSetStore):
             for deadline, session in found
             if after is None or (deadline, session) > after
         ][:limit]
+
+    async def count_active(self) -> int:
+        with unavailable_on_failure():
+            async with self.client.pipeline(transaction=False) as pipe:
+                for bucket in self.keys.all_buckets():
+                    pipe.zcard(self.keys.deadlines(bucket))
+                counts = await pipe.execute()
+        return sum(int(count) for count in counts)
 
     async def ping(self) -> None:
         with unavailable_on_failure():

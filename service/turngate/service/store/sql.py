@@ -8,11 +8,11 @@ from contextlib import AbstractContextManager
 from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, cast, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from turngate.service.core import Command, Decision, Event, Session, decide
+from turngate.service.core import Command, Decision, Event, Session
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.record import record
 from turngate.service.ledger.tables import dialect_insert, session_events, sessions
-from turngate.service.store.base import BeforeWrite, SessionKey
+from turngate.service.store.base import Applied, BeforeWrite, SessionKey
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.codec import dump_session, load_event_body, load_session
 from turngate.service.store.engine import unavailable_on_failure
@@ -69,24 +69,23 @@ class SqlStore(CompareAndSetStore):
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
         return unavailable_on_failure()
 
-    async def _attempt(self, key: SessionKey, command: Command) -> Decision | None:
+    async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
         """One read-decide-write; None when another writer changed the session first."""
         async with self._engine.connect() as conn:
             row = (await conn.execute(self._read, _key(key))).one()
             # End the read: the write transaction must begin with its write (SQLite cannot
             # upgrade a read transaction that another writer has overtaken).
             await conn.commit()
-            state = Session() if row.doc is None else load_session(row.doc)
-            decision = decide(state, command, row.now)
-            if not decision.changed:
-                return decision
+            applied = self._decide(Session() if row.doc is None else load_session(row.doc), command, row.now)
+            if not applied.decision.changed:
+                return applied
             await self._before_write(key, command)
             try:
                 async with conn.begin():
-                    await self._write(conn, key, row.version, decision, row.now)
+                    await self._write(conn, key, row.version, applied.decision, row.now)
             except _Conflict:
                 return None
-        return decision
+        return applied
 
     async def _write(
         self, conn: AsyncConnection, key: SessionKey, version: int | None, decision: Decision, now: int
@@ -166,6 +165,12 @@ class SqlStore(CompareAndSetStore):
             async with self._engine.connect() as conn:
                 rows = await conn.execute(query)
         return [(SessionKey(project_id, row.session_id), row.deadline_at) for row in rows]
+
+    async def count_active(self) -> int:
+        query = select(func.count()).select_from(sessions).where(sessions.c.deadline_at.is_not(None))
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                return (await conn.execute(query)).scalar_one()
 
     async def ping(self) -> None:
         await self.now()

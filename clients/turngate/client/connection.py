@@ -1,0 +1,93 @@
+"""One channel to turngate, its stubs and the call policy (deadlines, retries, tracing) shared by
+runners, gateways and watchers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import grpc
+from opentelemetry import trace
+from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+from turngate.client.retry import Backoff, retrying
+from turngate.v1 import turngate_pb2 as pb
+from turngate.v1 import turngate_pb2_grpc as pb_grpc
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+# A runner must get a heartbeat through within its lease: reconnect within ~2 s of the service
+# coming back, not gRPC's default of up to 2 minutes. `channel_options` may override these.
+RECONNECT_OPTIONS: dict[str, Any] = {
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.min_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 2000,
+}
+
+
+def open_channel(
+    target: str,
+    *,
+    credentials: grpc.ChannelCredentials | None,
+    options: Sequence[tuple[str, Any]],
+    interceptors: Sequence[grpc.aio.ClientInterceptor],
+    tracer_provider: trace.TracerProvider | None,
+) -> grpc.aio.Channel:
+    """A channel whose calls carry the current trace context (W3C traceparent) and are traced as
+    client spans, children of the current span; `interceptors` run inside those spans."""
+    traced: list[grpc.aio.ClientInterceptor] = [
+        *aio_client_interceptors(tracer_provider=tracer_provider),  # type: ignore[no-untyped-call]
+        *interceptors,
+    ]
+    merged = list({**RECONNECT_OPTIONS, **dict(options)}.items())
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=merged, interceptors=traced)
+    return grpc.aio.secure_channel(target, credentials, options=merged, interceptors=traced)
+
+
+class Connection:
+    """What every part of the SDK calls through: the channel's stubs and the call policy."""
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        project_id: str,
+        *,
+        backoff: Backoff,
+        call_timeout: float,
+        retry_for: float,
+        tracer: trace.Tracer,
+    ) -> None:
+        self.channel = channel
+        self.project_id = project_id
+        self.backoff = backoff
+        self.call_timeout = call_timeout
+        self.retry_for = retry_for
+        self.tracer = tracer
+        self.admission: pb_grpc.AdmissionServiceAsyncStub = pb_grpc.AdmissionServiceStub(channel)
+        self.control: pb_grpc.ControlServiceAsyncStub = pb_grpc.ControlServiceStub(channel)
+        self.sessions: pb_grpc.SessionServiceAsyncStub = pb_grpc.SessionServiceStub(channel)
+
+    def session(self, session_id: str) -> pb.SessionRef:
+        return pb.SessionRef(project_id=self.project_id, session_id=session_id)
+
+    async def call(
+        self,
+        rpc: grpc.aio.UnaryUnaryMultiCallable[Req, Resp],
+        request: Req,
+        *,
+        until: float | None = None,
+        attempt_timeout: float | None = None,
+    ) -> Resp:
+        """One unary call with a deadline of `attempt_timeout` per attempt (default `call_timeout`),
+        retried on network blips until `until` (event-loop time; default `retry_for` from now)."""
+        deadline = asyncio.get_running_loop().time() + self.retry_for if until is None else until
+        per_attempt = self.call_timeout if attempt_timeout is None else attempt_timeout
+        return await retrying(
+            lambda: rpc(request, timeout=per_attempt),
+            until=deadline,
+            backoff=self.backoff,
+            what=type(request).__name__.removesuffix("Request"),
+        )

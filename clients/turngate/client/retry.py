@@ -1,0 +1,54 @@
+"""Retrying network blips: exponential backoff with jitter, within a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+
+from turngate.client import errors
+
+log = logging.getLogger("turngate.client")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delays between attempts: the n-th is drawn uniformly from [cap/2, cap] with
+    cap = min(maximum, initial * multiplier**n) (exponential, with jitter so that many clients
+    cut off together do not come back together)."""
+
+    initial: float = 0.05
+    maximum: float = 2.0
+    multiplier: float = 2.0
+
+    def delays(self) -> Iterator[float]:
+        cap = self.initial
+        while True:
+            yield random.uniform(cap / 2, cap)
+            cap = min(self.maximum, cap * self.multiplier)
+
+
+DEFAULT_BACKOFF = Backoff()
+
+
+async def retrying(attempt: Callable[[], Awaitable[T]], *, until: float, backoff: Backoff, what: str) -> T:
+    """`attempt()` until it succeeds or fails for good, retrying transient failures
+    (`errors.transient`) while the next attempt would start before `until` (event-loop time).
+    At least one attempt is made. Failures are raised as `TurngateError`s."""
+    loop = asyncio.get_running_loop()
+    delays = backoff.delays()
+    while True:
+        try:
+            return await attempt()
+        except grpc.aio.AioRpcError as error:
+            delay = next(delays)
+            if not errors.transient(error) or loop.time() + delay >= until:
+                raise errors.from_rpc(error) from error
+            log.info("%s failed (%s); retrying in %.2fs", what, error.code().name, delay)
+        await asyncio.sleep(delay)

@@ -1,0 +1,311 @@
+"""A turn, from admission to its one outcome: the lease kept by heartbeats, Stop delivered by
+push or by directive, tool calls and interactions recorded, fenced writes never retried."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+import grpc
+from opentelemetry import trace
+
+from turngate.client import errors, telemetry
+from turngate.client.connection import Connection
+from turngate.client.convert import duration, seconds
+from turngate.client.tasks import cancel_all
+from turngate.client.watch import Watch
+from turngate.v1 import turngate_pb2 as pb
+
+log = logging.getLogger("turngate.client")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+MAX_ERROR_BYTES = 1024
+# On Python 3.11 a cancellation landing as a library's `wait_for` completes can be swallowed:
+# background tasks are cancelled again until they end.
+
+
+def error_text(error: BaseException) -> str:
+    """`Type: message`, cut to the contract's 1 KiB of UTF-8."""
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return text.encode()[:MAX_ERROR_BYTES].decode(errors="ignore")
+
+
+class Turn:
+    """An admitted turn, inside `async with runner.turn(session_id, turn_id) as turn:`.
+
+    * `stop_requested` (asyncio.Event) is set as soon as a Stop of this turn is accepted: pushed
+      by the turn's own watch of its session (milliseconds), or by a heartbeat's STOP directive,
+      whichever comes first; `stop_reason` is the reason given. It is also set when the turn
+      is abandoned: either way, wind down.
+    * `abandoned` (asyncio.Event) is set when the turn is no longer this runner's: settled by
+      the watchdog (lease expired) or a forced Stop, a heartbeat answered ABANDON, a write was
+      fenced (TURN_NOT_ACTIVE), or the lease ran out while the service could not be reached.
+      From then on nothing more is written for it.
+    * `outcome` and `settled` are the turn's one outcome and its settled record, once known.
+    """
+
+    def __init__(
+        self, connection: Connection, runner_id: str, admitted: pb.AdmitTurnResponse, sent_at: float
+    ) -> None:
+        self._connection = connection
+        self.lease = admitted.lease
+        self.session_id = admitted.lease.session.session_id
+        self.turn_id = admitted.lease.turn_id
+        self.generation = admitted.lease.generation
+        self.runner_id = runner_id
+        self.replayed = admitted.replayed
+        self.heartbeat_interval = seconds(admitted.heartbeat_interval)
+        """Seconds between heartbeats: a third of the lease, as the service recommends."""
+        self.stop_requested = asyncio.Event()
+        self.stop_reason = ""
+        self.abandoned = asyncio.Event()
+        self.outcome: pb.TurnOutcome.ValueType | None = None
+        self.settled: pb.TurnRecord | None = None
+        self._lease = 3 * self.heartbeat_interval
+        # When the lease ends at the earliest (it started after the request was sent).
+        self._lease_until = sent_at + self._lease
+        self._over = ""  # why nothing more may be written for the turn, once that is so
+        self._waiting: dict[str, asyncio.Future[str]] = {}
+
+    # --- what the runner's code calls --------------------------------------------------------
+
+    @asynccontextmanager
+    async def tool_call(self, call_id: str, name: str) -> AsyncIterator[None]:
+        """Records the call OPEN, then SUCCEEDED, or FAILED with the exception's text when one
+        escapes (re-raised). Cancelled (asyncio.CancelledError), it is left open: the turn's
+        settlement closes it INTERRUPTED. Once the turn is over, nothing is recorded."""
+        await self._record_call(call_id, name, pb.TOOL_CALL_STATUS_OPEN)
+        try:
+            yield
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            await self._record_call(call_id, name, pb.TOOL_CALL_STATUS_FAILED, error_text(error))
+            raise
+        await self._record_call(call_id, name, pb.TOOL_CALL_STATUS_SUCCEEDED)
+
+    async def interaction(self, interaction_id: str, kind: str) -> str:
+        """Puts a question (e.g. kind `approval`) to a person and waits for the answer, pushed by
+        the turn's watch: returns the resolution. Raises `InteractionCancelled` when a Stop
+        withdraws it (or the turn was already stopping), `TurnEnded` when the turn is over."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting[interaction_id] = future
+        try:
+            request = pb.RecordInteractionRequest(lease=self.lease, interaction_id=interaction_id, kind=kind)
+            recorded = await self._write(self._connection.admission.RecordInteraction, request)
+            if recorded is None:
+                raise errors.TurnEnded(self._over, outcome=self.outcome)
+            self._on_interaction(recorded.interaction)
+            return await future
+        finally:
+            if self._waiting.get(interaction_id) is future:
+                del self._waiting[interaction_id]
+
+    # --- writes ------------------------------------------------------------------------------
+
+    async def _record_call(
+        self, call_id: str, name: str, status: pb.ToolCallStatus.ValueType, error: str = ""
+    ) -> None:
+        request = pb.RecordToolCallRequest(
+            lease=self.lease, call_id=call_id, name=name, status=status, error=error
+        )
+        await self._write(self._connection.admission.RecordToolCall, request)
+
+    async def _write(self, rpc: grpc.aio.UnaryUnaryMultiCallable[Req, Resp], request: Req) -> Resp | None:
+        """A runner write, retried on blips while the lease lasts; None, having written nothing
+        more, once the turn is over. A fenced write is not retried: the turn is abandoned."""
+        if self._over:
+            return None
+        try:
+            return await self._connection.call(rpc, request, until=self._lease_until)
+        except errors.TurnNotActive:
+            self._abandon("a write was fenced: the lease is no longer the active turn's")
+        except errors.ServiceUnavailable as error:
+            self._abandon(f"the lease ran out while the service could not be reached ({error})")
+        return None
+
+    async def _finish(self, error: BaseException | None) -> None:
+        """Reports the outcome once: CANCELLED when cancelled or stopped, FAILED when an
+        exception escaped, else COMPLETED. Nothing when the turn was abandoned."""
+        if isinstance(error, asyncio.CancelledError) or (error is None and self.stop_requested.is_set()):
+            outcome, text = pb.TURN_OUTCOME_CANCELLED, ""
+        elif error is None:
+            outcome, text = pb.TURN_OUTCOME_COMPLETED, ""
+        else:
+            outcome, text = pb.TURN_OUTCOME_FAILED, error_text(error)
+        request = pb.CompleteTurnRequest(lease=self.lease, outcome=outcome, error=text)
+        reply = await self._write(self._connection.admission.CompleteTurn, request)
+        self._over = self._over or "the turn has ended"
+        if reply is not None:
+            self._settle(reply.turn)
+
+    # --- what the service tells the turn -----------------------------------------------------
+
+    def _stop(self, reason: str) -> None:
+        if not self.stop_requested.is_set():
+            self.stop_reason = reason
+            self.stop_requested.set()
+
+    def _abandon(self, why: str, outcome: pb.TurnOutcome.ValueType | None = None) -> None:
+        if self.abandoned.is_set():
+            return
+        log.warning("turn %s of session %s abandoned: %s", self.turn_id, self.session_id, why)
+        self._over = why
+        self.outcome = self.outcome or outcome
+        self.abandoned.set()
+        self._stop(f"abandoned: {why}")
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(errors.TurnEnded(why, outcome=self.outcome))
+
+    def _settle(self, record: pb.TurnRecord) -> None:
+        self.settled = record
+        self.outcome = record.outcome
+
+    def _on_interaction(self, interaction: pb.Interaction) -> None:
+        future = self._waiting.get(interaction.interaction_id)
+        if future is None or future.done():
+            return
+        if interaction.status == pb.INTERACTION_STATUS_RESOLVED:
+            future.set_result(interaction.resolution)
+        elif interaction.status == pb.INTERACTION_STATUS_CANCELLED:
+            future.set_exception(errors.InteractionCancelled(interaction.interaction_id))
+
+    def _on_event(self, event: pb.SessionEvent) -> None:
+        match event.WhichOneof("kind"):
+            case "stop_requested" if event.stop_requested.generation == self.generation:
+                self._stop(event.stop_requested.reason)
+            case "interaction" if event.interaction.generation == self.generation:
+                self._on_interaction(event.interaction.interaction)
+            case "turn_settled" if event.turn_settled.turn.generation == self.generation:
+                record = event.turn_settled.turn
+                self._settle(record)
+                self._abandon(
+                    f"settled {pb.TurnOutcome.Name(record.outcome)} by {pb.SettledBy.Name(record.settled_by)}"
+                )
+
+    async def _on_snapshot(self, snapshot: pb.SessionSnapshot) -> None:
+        """The state when the watch (re)started: a Stop accepted before, or a settlement."""
+        active = snapshot.active
+        if (active.turn_id, active.generation) == (self.turn_id, self.generation):
+            if active.stop_requested:
+                self._stop(active.stop_reason)
+        else:
+            last = snapshot.last_settled
+            if last.generation == self.generation:
+                self._settle(last)
+            self._abandon("the turn is no longer the session's active turn")
+        if self._waiting:
+            # Events before a resync snapshot are not replayed: read the answers instead.
+            request = pb.GetTurnRequest(session=self.lease.session, turn_id=self.turn_id)
+            turn = (await self._connection.call(self._connection.sessions.GetTurn, request)).turn
+            for interaction in turn.interactions:
+                self._on_interaction(interaction)
+
+    # --- background: heartbeats and the turn's own watch -------------------------------------
+
+    async def _heartbeats(self) -> None:
+        loop = asyncio.get_running_loop()
+        request = pb.HeartbeatRequest(lease=self.lease)
+        # A replayed admission did not extend the lease: renew it at once.
+        delay = 0.0 if self.replayed else self.heartbeat_interval
+        while True:
+            await asyncio.sleep(delay)
+            delay = self.heartbeat_interval
+            sent_at = loop.time()
+            try:
+                reply = await self._connection.call(
+                    self._connection.admission.Heartbeat,
+                    request,
+                    until=self._lease_until,
+                    attempt_timeout=self._lease / 4,
+                )
+            except errors.TurngateError as error:
+                self._abandon(f"the lease could not be kept ({error})")
+                return
+            if reply.directive == pb.DIRECTIVE_ABANDON:
+                self._abandon("a heartbeat was answered ABANDON", reply.settled_outcome or None)
+                return
+            self._lease_until = sent_at + self._lease
+            if reply.directive == pb.DIRECTIVE_STOP:
+                self._stop(reply.stop_reason)
+
+    async def _follow(self, ready: asyncio.Event) -> None:
+        """The turn's own events, pushed: Stop, answers to interactions, settlement by others."""
+        try:
+            async with Watch(self._connection, self.session_id, turn_id=self.turn_id) as events:
+                async for event in events:
+                    if event.HasField("snapshot"):
+                        await self._on_snapshot(event.snapshot)
+                        ready.set()
+                    else:
+                        self._on_event(event)
+                    if self.abandoned.is_set():
+                        return
+        except errors.TurngateError as error:
+            log.warning("the watch of turn %s ended: %s; Stop now arrives by heartbeat", self.turn_id, error)
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        """Heartbeats and the turn's watch run while the runner's code does; they always end.
+        The code starts once the watch is live (or after `call_timeout` without it)."""
+        ready = asyncio.Event()
+        tasks = [asyncio.create_task(self._heartbeats()), asyncio.create_task(self._follow(ready))]
+        try:
+            try:
+                async with asyncio.timeout(self._connection.call_timeout):
+                    await ready.wait()
+            except TimeoutError:
+                log.warning("the watch of turn %s is not live yet; Stop arrives by heartbeat", self.turn_id)
+            yield
+        finally:
+            for error in await cancel_all(tasks):
+                log.error("a background task of turn %s failed", self.turn_id, exc_info=error)
+
+
+async def _admit(
+    connection: Connection, runner_id: str, session_id: str, turn_id: str, lease_ttl: float | None
+) -> Turn:
+    request = pb.AdmitTurnRequest(
+        session=connection.session(session_id), turn_id=turn_id, runner_id=runner_id
+    )
+    if lease_ttl is not None:
+        request.lease_ttl.CopyFrom(duration(lease_ttl))
+    sent_at = asyncio.get_running_loop().time()
+    try:
+        admitted = await connection.call(connection.admission.AdmitTurn, request)
+    except errors.TurngateError as refused:
+        trace.get_current_span().set_attribute(telemetry.REFUSAL, refused.reason or refused.code.name)
+        raise
+    return Turn(connection, runner_id, admitted, sent_at)
+
+
+@asynccontextmanager
+async def run_turn(
+    connection: Connection, runner_id: str, session_id: str, turn_id: str, lease_ttl: float | None
+) -> AsyncIterator[Turn]:
+    """Admits, runs the body inside the `turngate.turn` span, and reports the outcome once."""
+    attributes = {
+        telemetry.PROJECT_ID: connection.project_id,
+        telemetry.SESSION_ID: session_id,
+        telemetry.TURN_ID: turn_id,
+    }
+    with connection.tracer.start_as_current_span(telemetry.TURN_SPAN, attributes=attributes) as span:
+        turn = await _admit(connection, runner_id, session_id, turn_id, lease_ttl)
+        span.set_attribute(telemetry.GENERATION, turn.generation)
+        try:
+            async with turn._running():
+                yield turn
+        except BaseException as error:
+            await turn._finish(error)
+            raise
+        else:
+            await turn._finish(None)
+        finally:
+            if turn.outcome:
+                span.set_attribute(telemetry.OUTCOME, pb.TurnOutcome.Name(turn.outcome))
+            if turn.settled is not None:
+                span.set_attribute(telemetry.SETTLED_BY, pb.SettledBy.Name(turn.settled.settled_by))

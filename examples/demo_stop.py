@@ -1,0 +1,78 @@
+"""A gateway forwarding a user's Stop, printing the typed answer.
+
+    python examples/demo_stop.py SESSION [TURN] [--force] [--wait SECONDS]
+                                 [--target HOST:PORT] [--project ID]
+
+Without TURN it stops whatever turn is active; with TURN, only that one (a late Stop answers
+`mismatch` and leaves the next turn alone). `--wait S` waits for the turn to settle and forces it
+after S seconds if its runner never ends it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from turngate.client import Cancelled, Client, Idle, Mismatch, StopResult
+from turngate.v1 import turngate_pb2 as pb
+
+
+def describe(answer: StopResult) -> str:
+    match answer:
+        case Cancelled(before_start=True):
+            return f"cancelled before it started: {', '.join(answer.cancelled_turn_ids)} will be refused"
+        case Cancelled(settled=True):
+            return f"cancelled and settled at once: {', '.join(answer.cancelled_turn_ids)}"
+        case Cancelled():
+            return f"cancelled: {answer.stopping_turn_id} is stopping (deadline {answer.stop_deadline})"
+        case Mismatch():
+            current = answer.current_turn_id
+            return f"mismatch: {answer.expected_turn_id} already ended; {current} runs on, untouched"
+        case Idle():
+            return f"idle: nothing runs (last turn {answer.last_turn_id or '-'})"
+
+
+async def stop(
+    target: str,
+    project: str,
+    session_id: str,
+    turn_id: str = "",
+    *,
+    force: bool = False,
+    wait: float | None = None,
+) -> None:
+    async with Client(target, project) as client:
+        gateway = client.gateway()
+        if wait is not None and turn_id:
+            record = await gateway.stop_and_wait(session_id, turn_id, force_after=wait, reason="demo stop")
+            if record is None:
+                print(f"{turn_id} had not started: it will be refused")
+            else:
+                outcome, by = pb.TurnOutcome.Name(record.outcome), pb.SettledBy.Name(record.settled_by)
+                print(f"{turn_id} settled {outcome} by {by}")
+            return
+        print(
+            describe(
+                await gateway.stop(session_id, expected_turn_id=turn_id, force=force, reason="demo stop")
+            )
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("session")
+    parser.add_argument("turn", nargs="?", default="")
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--wait", type=float, default=None, metavar="SECONDS")
+    parser.add_argument("--target", default="127.0.0.1:50051")
+    parser.add_argument("--project", default="demo")
+    args = parser.parse_args()
+    if args.wait is not None and not args.turn:
+        parser.error("--wait needs the TURN to stop")
+    asyncio.run(stop(args.target, args.project, args.session, args.turn, force=args.force, wait=args.wait))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+"""The operator commands of `turngate`, built on the SDK (`turngate.client`):
+
+    turngate status SESSION                       phase, active turn, last settled turn
+    turngate watch SESSION [--after SEQ] [--turn TURN]
+    turngate stop SESSION [--expect TURN] [--force | --wait SECONDS] [--reason TEXT] [--request-id ID]
+    turngate turn show TURN --session SESSION     with its tool calls and interactions
+    turngate turn list SESSION [--limit N]
+    turngate sessions busy [--limit N]            sessions with an active turn, earliest deadline first
+
+Each takes `--target HOST:PORT` (TURNGATE_TARGET), `--project ID` (TURNGATE_PROJECT),
+`--timeout SECONDS` (TURNGATE_TIMEOUT) and `--json`. Exit codes: `exits.ExitCode`.
+"""
+
+from turngate.service.operate.commands import run
+from turngate.service.operate.exits import EPILOG, ExitCode
+from turngate.service.operate.options import COMMANDS, add_commands
+
+__all__ = ["COMMANDS", "EPILOG", "ExitCode", "add_commands", "run"]

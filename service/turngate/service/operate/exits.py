@@ -1,0 +1,28 @@
+"""The exit codes of the `turngate` command, one list for the code, --help and the README."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILURE = 1
+    USAGE = 2
+    MISMATCH = 3
+    IDLE = 4
+    NOT_FOUND = 5
+    INTERRUPTED = 130
+
+
+MEANINGS = {
+    ExitCode.OK: "done (stop: something was cancelled)",
+    ExitCode.FAILURE: "failure: the service (serve: its store or port) is unavailable, or a bug",
+    ExitCode.USAGE: "bad usage, setting or argument (the service's INVALID_ARGUMENT too)",
+    ExitCode.MISMATCH: "stop: another turn is active; nothing changed",
+    ExitCode.IDLE: "stop: nothing is active; nothing changed",
+    ExitCode.NOT_FOUND: "turn show: the turn was never admitted",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM) before finishing; watch and serve end so, with 0",
+}
+
+EPILOG = "exit codes:\n" + "\n".join(f"  {int(code)}  {meaning}" for code, meaning in MEANINGS.items())

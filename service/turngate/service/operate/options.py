@@ -1,0 +1,123 @@
+"""The operator commands' arguments, added to the `turngate` command's parser."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TypeAlias, TypeVar
+
+from turngate.service.operate import commands
+from turngate.service.operate.exits import EPILOG
+
+COMMANDS = frozenset({"status", "watch", "stop", "turn", "sessions"})
+"""The `turngate` subcommands defined here (`run` them)."""
+
+N = TypeVar("N", int, float)
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _positive(kind: Callable[[str], N]) -> Callable[[str], N]:
+    """An argparse type: a number of `kind`, > 0."""
+
+    def parse(text: str) -> N:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            raise argparse.ArgumentTypeError(f"must be a number > 0, not {text!r}")
+        return value
+
+    return parse
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("common options")
+    group.add_argument("--target", metavar="HOST:PORT", help="the service [TURNGATE_TARGET, 127.0.0.1:50051]")
+    group.add_argument("--project", metavar="ID", help="the project [TURNGATE_PROJECT, default]")
+    group.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="each call's deadline, retries included [TURNGATE_TIMEOUT, 5]",
+    )
+    group.add_argument("--json", action="store_true", help="print protobuf JSON, one object a line")
+    return common
+
+
+def add_commands(subcommands: Subcommands) -> None:
+    """Adds `status`, `watch`, `stop`, `turn show|list` and `sessions busy` to `subcommands`."""
+    common = _common()
+
+    def add(
+        parent: Subcommands, name: str, summary: str, operation: commands.Operation
+    ) -> argparse.ArgumentParser:
+        parser = parent.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            parents=[common],
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        parser.set_defaults(operation=operation)
+        return parser
+
+    status = add(
+        subcommands, "status", "a session's phase, active turn and last settled turn", commands.status
+    )
+    status.add_argument("session", metavar="SESSION")
+
+    watch = add(
+        subcommands,
+        "watch",
+        "a session's events as they happen, one a line, until interrupted (reconnects by itself)",
+        commands.watch,
+    )
+    watch.add_argument("session", metavar="SESSION")
+    watch.add_argument("--after", type=int, default=0, metavar="SEQ", help="resume after this event")
+    watch.add_argument("--turn", default="", metavar="TURN", help="only this turn's events")
+
+    stop = add(subcommands, "stop", "stop a session's turn; prints what the Stop did", commands.stop)
+    stop.add_argument("session", metavar="SESSION")
+    stop.add_argument(
+        "--expect", default="", metavar="TURN", help="stop only this turn (a later one is left alone: exit 3)"
+    )
+    stop.add_argument("--reason", default="", metavar="TEXT", help="shown to the runner and watchers")
+    stop.add_argument("--request-id", metavar="ID", help="idempotency key: a retry returns the first answer")
+    how = stop.add_mutually_exclusive_group()
+    how.add_argument("--force", action="store_true", help="settle the turn CANCELLED now")
+    how.add_argument(
+        "--wait",
+        type=_positive(float),
+        metavar="SECONDS",
+        help="wait for the turn to settle; force it after SECONDS",
+    )
+
+    turn = subcommands.add_parser("turn", help="one turn, or a session's turns").add_subparsers(
+        dest="turn_command", metavar="COMMAND", required=True
+    )
+    show = add(turn, "show", "a turn with its tool calls and interactions", commands.turn_show)
+    show.add_argument("turn", metavar="TURN")
+    show.add_argument("--session", required=True, metavar="SESSION")
+    listing = add(turn, "list", "a session's turns, newest first", commands.turn_list)
+    listing.add_argument("session", metavar="SESSION")
+    _limit(listing)
+
+    sessions = subcommands.add_parser("sessions", help="the project's sessions").add_subparsers(
+        dest="sessions_command", metavar="COMMAND", required=True
+    )
+    busy = add(
+        sessions,
+        "busy",
+        "the project's sessions with an active turn, earliest deadline (lease or stop) first",
+        commands.sessions_busy,
+    )
+    _limit(busy)
+
+
+def _limit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--limit", type=_positive(int), default=50, metavar="N", help="at most N (default 50)"
+    )

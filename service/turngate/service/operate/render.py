@@ -1,0 +1,288 @@
+"""How the operator commands print what they read.
+
+One renderer per record type turns it into labelled fields (a value of None is not shown); three
+layouts print fields: `line` (`label=value …`, one event or answer), `block` (one record, a
+label a line) and `table` (one record a row). `--json` prints protobuf's JSON mapping instead,
+one compact object a line.
+
+Times are UTC. Deadlines are shown as seconds from `now` (the local clock; negative when overdue)
+where a renderer is given `now`, as instants otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.descriptor import EnumDescriptor
+from google.protobuf.message import Message
+
+from turngate.client import Cancelled, Idle, Mismatch, StopResult
+from turngate.client.convert import instant
+from turngate.v1 import turngate_pb2 as pb
+
+Field = tuple[str, str | None]
+Fields = list[Field]
+
+# Longer values (error texts, resolutions) are cut in text output; --json has them whole.
+MAX_CELL = 80
+
+
+def json_line(message: Message) -> str:
+    """Protobuf's JSON mapping (int64 as strings), with every scalar field, zero values too."""
+    fields = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+
+
+def stop_message(result: StopResult) -> pb.CancelTurnResponse:
+    """The SDK's typed Stop answer as the contract's CancelTurnResponse (for --json)."""
+    fields: dict[str, Any] = dataclasses.asdict(result)
+    match result:
+        case Cancelled():
+            return pb.CancelTurnResponse(cancelled=pb.CancelTurnResponse.Cancelled(**fields))
+        case Mismatch():
+            return pb.CancelTurnResponse(mismatch=pb.CancelTurnResponse.Mismatch(**fields))
+        case Idle():
+            return pb.CancelTurnResponse(idle=pb.CancelTurnResponse.Idle(**fields))
+
+
+# Values.
+
+
+def _enum(kind: EnumDescriptor, value: int) -> str | None:
+    """`TURN_OUTCOME_CANCELLED` as `CANCELLED`; None for the UNSPECIFIED value."""
+    if value == 0:
+        return None
+    known = kind.values_by_number.get(value)
+    if known is None:  # added to the contract after this command was built
+        return str(value)
+    return known.name.removeprefix(kind.values[0].name.removesuffix("UNSPECIFIED"))
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _deadline(label: str, at: datetime | None, now: datetime | None) -> Field:
+    if now is None:
+        return f"{label} at", _iso(at)
+    return f"{label} in", None if at is None else f"{(at - now).total_seconds():.1f}s"
+
+
+def _ids(ids: Sequence[str]) -> str | None:
+    return ",".join(ids) or None
+
+
+def _yes(flag: bool) -> str | None:
+    return "yes" if flag else None
+
+
+# One renderer per record type.
+
+
+def turn(record: pb.TurnRecord, now: datetime | None = None) -> Fields:
+    return [
+        ("turn", record.turn_id),
+        ("phase", _enum(pb.TurnPhase.DESCRIPTOR, record.phase)),
+        ("outcome", _enum(pb.TurnOutcome.DESCRIPTOR, record.outcome)),
+        ("settled by", _enum(pb.SettledBy.DESCRIPTOR, record.settled_by)),
+        ("runner", record.runner_id),
+        ("generation", str(record.generation)),
+        ("admitted at", _iso(instant(record, "admitted_at"))),
+        _deadline("lease expires", instant(record, "lease_expires_at"), now),
+        ("stop requested", _yes(record.stop_requested)),
+        ("stop reason", record.stop_reason or None),
+        _deadline("stop deadline", instant(record, "stop_deadline"), now),
+        ("settled at", _iso(instant(record, "settled_at"))),
+        ("error", record.error or None),
+    ]
+
+
+def session(snapshot: pb.SessionSnapshot) -> Fields:
+    return [
+        ("session", snapshot.session.session_id),
+        ("phase", _enum(pb.SessionPhase.DESCRIPTOR, snapshot.phase)),
+        ("seq", str(snapshot.seq)),
+        ("active", snapshot.active.turn_id or None),
+        ("last settled", snapshot.last_settled.turn_id or None),
+        ("resync", _yes(snapshot.resync)),
+    ]
+
+
+def tool_call(call: pb.ToolCall) -> Fields:
+    return [
+        ("call", call.call_id),
+        ("name", call.name),
+        ("status", _enum(pb.ToolCallStatus.DESCRIPTOR, call.status)),
+        ("opened at", _iso(instant(call, "opened_at"))),
+        ("closed at", _iso(instant(call, "closed_at"))),
+        ("error", call.error or None),
+    ]
+
+
+def interaction(item: pb.Interaction) -> Fields:
+    return [
+        ("interaction", item.interaction_id),
+        ("kind", item.kind),
+        ("status", _enum(pb.InteractionStatus.DESCRIPTOR, item.status)),
+        ("opened at", _iso(instant(item, "opened_at"))),
+        ("closed at", _iso(instant(item, "closed_at"))),
+        ("resolution", item.resolution or None),
+    ]
+
+
+def stop_requested(stop: pb.StopRequested) -> Fields:
+    return [
+        ("turn", stop.turn_id),
+        ("reason", stop.reason or None),
+        ("deadline at", _iso(instant(stop, "deadline"))),
+        ("force", _yes(stop.force)),
+        ("before start", _yes(stop.before_start)),
+    ]
+
+
+def turn_settled(settled: pb.TurnSettled) -> Fields:
+    return [
+        *_only(turn(settled.turn), *_SETTLED),
+        ("interrupted calls", _ids(settled.interrupted_tool_call_ids)),
+        ("cancelled interactions", _ids(settled.cancelled_interaction_ids)),
+        ("trace", settled.trace_id or None),
+    ]
+
+
+def event(item: pb.SessionEvent) -> str:
+    """One line: seq, time, kind and the event's essentials."""
+    kind = item.WhichOneof("kind")
+    match kind:
+        case "snapshot":
+            fields = _only(session(item.snapshot), "phase", "active", "last settled", "resync")
+        case "turn_admitted":
+            fields = _only(turn(item.turn_admitted.turn), "turn", "runner", "generation", "lease expires at")
+        case "stop_requested":
+            fields = stop_requested(item.stop_requested)
+        case "tool_call":
+            fields = [
+                ("turn", item.tool_call.turn_id),
+                *_only(tool_call(item.tool_call.tool_call), *_CHANGED),
+            ]
+        case "interaction":
+            changed = item.interaction
+            fields = [("turn", changed.turn_id), *_only(interaction(changed.interaction), *_CHANGED)]
+        case "turn_settled":
+            fields = turn_settled(item.turn_settled)
+        case _:
+            fields = []
+    return (
+        f"{item.seq:>5}  {_iso(instant(item, 'time')) or '-':<24}  {kind or '?':<14}  {line(fields)}".rstrip()
+    )
+
+
+# What a line shows of a tool call or interaction that changed, and of a turn that settled.
+_CHANGED = ("call", "interaction", "name", "kind", "status", "error", "resolution")
+_SETTLED = ("turn", "outcome", "settled by", "error")
+
+
+def _only(fields: Fields, *labels: str) -> Fields:
+    return [(label, value) for label, value in fields if label in labels]
+
+
+def stop_result(result: StopResult, now: datetime) -> str:
+    """One line: what the Stop did (`cancelled`, or `mismatch` / `idle`: nothing changed)."""
+    match result:
+        case Cancelled():
+            fields: Fields = [
+                ("turns", _ids(result.cancelled_turn_ids)),
+                ("stopping", result.stopping_turn_id or None),
+                ("settled", _yes(result.settled)),
+                ("before start", _yes(result.before_start)),
+                ("cancelled interactions", _ids(result.cancelled_interaction_ids)),
+                _deadline("stop deadline", result.stop_deadline, now),
+            ]
+        case Mismatch():
+            fields = [
+                ("expected", result.expected_turn_id),
+                ("expected outcome", _enum(pb.TurnOutcome.DESCRIPTOR, result.expected_outcome)),
+                ("current", result.current_turn_id),
+                ("current phase", _enum(pb.TurnPhase.DESCRIPTOR, result.current_phase)),
+            ]
+        case Idle():
+            fields = [
+                ("expected", result.expected_turn_id or None),
+                ("expected outcome", _enum(pb.TurnOutcome.DESCRIPTOR, result.expected_outcome)),
+                ("last", result.last_turn_id or None),
+                ("last outcome", _enum(pb.TurnOutcome.DESCRIPTOR, result.last_outcome)),
+            ]
+    return f"{type(result).__name__.lower()}  {line(fields)}".rstrip()
+
+
+def settlement(record: pb.TurnRecord) -> str:
+    """One line: how a turn settled."""
+    return f"settled  {line(_only(turn(record), *_SETTLED, 'settled at'))}"
+
+
+# Views of several records.
+
+
+def status(snapshot: pb.SessionSnapshot, now: datetime) -> list[str]:
+    lines = block(session(snapshot))
+    for title, record in (("active turn", snapshot.active), ("last settled turn", snapshot.last_settled)):
+        if record.turn_id:
+            lines += ["", title, *block(turn(record, now), indent="  ")]
+    return lines
+
+
+def turn_detail(record: pb.TurnRecord, now: datetime) -> list[str]:
+    lines = block(turn(record, now))
+    for title, rows in (
+        ("tool calls", [tool_call(call) for call in record.tool_calls]),
+        ("interactions", [interaction(item) for item in record.interactions]),
+    ):
+        lines += ["", *table(rows)] if rows else ["", f"no {title}"]
+    return lines
+
+
+def busy_session(snapshot: pb.SessionSnapshot, now: datetime) -> Fields:
+    return [("session", snapshot.session.session_id), *turn(snapshot.active, now)]
+
+
+# Layouts.
+
+
+def _short(value: str) -> str:
+    text = " ".join(value.split())
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def line(fields: Fields) -> str:
+    def quoted(value: str) -> str:
+        text = _short(value)
+        return json.dumps(text, ensure_ascii=False) if not text or any(c in text for c in ' "=') else text
+
+    return " ".join(
+        f"{label.replace(' ', '_')}={quoted(value)}" for label, value in fields if value is not None
+    )
+
+
+def block(fields: Fields, indent: str = "") -> list[str]:
+    shown = [(label, value) for label, value in fields if value is not None]
+    width = max(len(label) for label, _ in shown)
+    return [f"{indent}{label:<{width}}  {_short(value)}" for label, value in shown]
+
+
+def table(rows: Sequence[Fields]) -> list[str]:
+    """Rows of one renderer's fields, under a header; columns empty in every row are left out."""
+    values = [dict(row) for row in rows]
+    labels = [label for label, _ in rows[0] if any(row[label] is not None for row in values)]
+    cells = [[label.upper() for label in labels]]
+    cells += [
+        [_short(value) if (value := row[label]) is not None else "-" for label in labels] for row in values
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(labels))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    ]

@@ -1,0 +1,50 @@
+"""What spans, metrics and log lines say about a session and its events, under names they share."""
+
+from __future__ import annotations
+
+from turngate.service.core import (
+    Event,
+    InteractionChanged,
+    StopRequested,
+    ToolCallChanged,
+    TurnAdmitted,
+    TurnSettled,
+)
+from turngate.service.store.base import SessionKey
+
+# Span and metric attributes are these fields' names under this prefix (turngate.turn_id, …).
+PREFIX = "turngate."
+Fields = dict[str, str | int | bool]
+
+
+def session_fields(key: SessionKey) -> Fields:
+    return {"project_id": key.project_id, "session_id": key.session_id}
+
+
+def event_fields(event: Event) -> Fields:
+    """What `event` says about its turn: the turn, its generation, and what changed."""
+    fields: Fields = {"turn_id": event.turn_id}
+    match event.body:
+        case TurnAdmitted() as body:
+            fields.update(generation=body.generation, runner_id=body.runner_id)
+        case StopRequested() as body:
+            fields.update(generation=body.generation, force=body.force, before_start=body.before_start)
+        case ToolCallChanged() as body:
+            fields.update(generation=body.generation, call_id=body.call_id, status=body.call.status.name)
+        case InteractionChanged() as body:
+            fields.update(
+                generation=body.generation,
+                interaction_id=body.interaction_id,
+                status=body.interaction.status.name,
+            )
+        case TurnSettled() as body:
+            turn = body.turn
+            fields.update(
+                generation=turn.generation, outcome=turn.outcome.name, settled_by=turn.settled_by.name
+            )
+    return fields
+
+
+def prefixed(fields: Fields) -> Fields:
+    """`fields` as span attributes."""
+    return {PREFIX + name: value for name, value in fields.items()}

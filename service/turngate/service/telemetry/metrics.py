@@ -1,0 +1,197 @@
+"""Metrics (OpenTelemetry metrics API); docs/telemetry.md lists them.
+
+Counters and histograms come from what the store decided: a store Observer sees each apply once,
+after its commit, whoever called it and whether or not the caller is still waiting. Gauges report
+at collection what a `Sampler` holds: the store's active turns and the projector's lag, which it
+reads every SAMPLE_INTERVAL_S (a collection runs on an exporter's or the HTTP server's thread and
+cannot wait on the event loop), and the hub's watchers and the projector's dead letters as they are.
+
+The instruments are made once per process, because an SDK meter keeps the callbacks an observable
+instrument was first made with: they report the sampler of the server or projector started last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+
+from turngate.service.core import (
+    Admit,
+    Admitted,
+    Cancel,
+    Cancelled,
+    Directive,
+    Heartbeat,
+    HeartbeatReply,
+    Idle,
+    Mismatch,
+    Refusal,
+    Reply,
+    SettledTurn,
+    TurnSettled,
+)
+from turngate.service.ledger.projector import LedgerProjector
+from turngate.service.store.base import Applied, SessionKey, Store, StoreUnavailable
+from turngate.service.telemetry.attributes import Fields, prefixed
+from turngate.service.watch import WatchHub
+
+SAMPLE_INTERVAL_S = 1.0
+_US = 1_000_000
+# Histogram buckets in seconds: stops settle within the stop grace (30 s by default), leases last 20 s.
+_SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 300.0)
+
+
+class Sampler:
+    """What the gauges of one server or projector report."""
+
+    def __init__(
+        self,
+        *,
+        store: Store | None = None,
+        hub: WatchHub | None = None,
+        projector: LedgerProjector | None = None,
+    ) -> None:
+        self.store = store
+        self.hub = hub
+        self.projector = projector
+        self.active_turns: int | None = None
+        self.lag: int | None = None
+
+    async def run(self) -> None:
+        """Reads the store's active turns and the projector's lag until cancelled (then neither is
+        reported any more); a read that fails reports nothing until one succeeds."""
+        try:
+            while True:
+                if self.store is not None:
+                    self.active_turns = await _read(self.store.count_active)
+                if self.projector is not None:
+                    self.lag = await _read(self.projector.lag)
+                await asyncio.sleep(SAMPLE_INTERVAL_S)
+        finally:
+            self.active_turns = self.lag = None
+
+
+async def _read(sample: Callable[[], Awaitable[int]]) -> int | None:
+    try:
+        return await sample()
+    except StoreUnavailable:
+        return None
+
+
+class Metrics:
+    """The process's instruments."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.sampler: Sampler | None = None
+        self._admissions = meter.create_counter(
+            "turngate.admissions", "{admission}", "AdmitTurn answers: admitted, replayed, or refused and why"
+        )
+        self._cancels = meter.create_counter(
+            "turngate.cancels", "{cancel}", "CancelTurn answers: cancelled, mismatch or idle; settled or not"
+        )
+        self._settlements = meter.create_counter(
+            "turngate.settlements", "{turn}", "Turns settled, by outcome and by whom"
+        )
+        self._stop_to_settle = meter.create_histogram(
+            "turngate.stop_to_settle",
+            "s",
+            "From a turn's accepted Stop to its settlement",
+            explicit_bucket_boundaries_advisory=_SECONDS,
+        )
+        self._lease_margin = meter.create_histogram(
+            "turngate.lease.margin",
+            "s",
+            "What was left of a live turn's lease when its heartbeat came",
+            explicit_bucket_boundaries_advisory=_SECONDS,
+        )
+        meter.create_observable_gauge(
+            "turngate.turns.active",
+            [self._callback(lambda sampler: sampler.active_turns)],
+            "{turn}",
+            "Sessions with an active turn, in the whole store (sampled)",
+        )
+        meter.create_observable_up_down_counter(
+            "turngate.watchers",
+            [self._callback(lambda sampler: sampler.hub.watchers if sampler.hub else None)],
+            "{watcher}",
+            "WatchSession streams open on this replica",
+        )
+        meter.create_observable_gauge(
+            "turngate.projector.lag",
+            [self._callback(lambda sampler: sampler.lag)],
+            "{entry}",
+            "Outbox entries not yet recorded in the ledger (redis mode, sampled)",
+        )
+        meter.create_observable_counter(
+            "turngate.projector.dead_letters",
+            [self._callback(lambda sampler: sampler.projector.dead_letters if sampler.projector else None)],
+            "{entry}",
+            "What this process's projector could not record and dead-lettered",
+        )
+
+    def _callback(
+        self, value: Callable[[Sampler], int | None]
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            reported = None if self.sampler is None else value(self.sampler)
+            return [] if reported is None else [Observation(reported)]
+
+        return observe
+
+    def observe(self, _key: SessionKey, applied: Applied) -> None:
+        """A store Observer: counts and measures one apply's decision."""
+        reply = applied.decision.reply
+        match applied.command:
+            case Admit():
+                self._admissions.add(1, _admission(reply))
+            case Cancel():
+                self._cancels.add(1, _cancel(reply))
+            case Heartbeat():
+                assert isinstance(reply, HeartbeatReply)
+                # Not abandoned: it extended the lease of the turn that was active.
+                if reply.directive is not Directive.ABANDON:
+                    assert applied.state.active is not None
+                    self._lease_margin.record((applied.state.active.lease_expires_at - applied.now) / _US)
+        for event in applied.decision.events:
+            if isinstance(event.body, TurnSettled):
+                self._settled(applied, event.body.turn)
+
+    def _settled(self, applied: Applied, turn: SettledTurn) -> None:
+        attributes = prefixed({"outcome": turn.outcome.name, "settled_by": turn.settled_by.name})
+        self._settlements.add(1, attributes)
+        if turn.stop_requested:
+            # The settled turn was the active one; no Stop recorded there means this decision both
+            # stopped and settled it (a forced Stop of a running turn).
+            active = applied.state.active
+            assert active is not None
+            stopped_at = turn.settled_at if active.stop is None else active.stop.requested_at
+            self._stop_to_settle.record((turn.settled_at - stopped_at) / _US, attributes)
+
+
+def _admission(reply: Reply) -> Fields:
+    if isinstance(reply, Refusal):
+        return prefixed({"result": "refused", "refusal": reply.reason.name})
+    assert isinstance(reply, Admitted)
+    return prefixed({"result": "replayed" if reply.replayed else "admitted"})
+
+
+def _cancel(reply: Reply) -> Fields:
+    assert isinstance(reply, Cancelled | Mismatch | Idle)
+    return prefixed({"result": reply.kind, "settled": isinstance(reply, Cancelled) and reply.settled})
+
+
+_metrics: Metrics | None = None
+
+
+def process_metrics() -> Metrics | None:
+    """The process's instruments, made the first time an SDK meter provider is found installed;
+    None until then."""
+    global _metrics
+    provider = metrics.get_meter_provider()
+    if _metrics is None and isinstance(provider, MeterProvider):
+        _metrics = Metrics(provider.get_meter("turngate"))
+    return _metrics

@@ -1,0 +1,184 @@
+"""`turngate status`, `turn show`, `turn list` and `sessions busy` against a real server, as
+text and as --json."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from contextlib import AsyncExitStack
+
+import pytest
+
+from tests.cli.conftest import Turngate
+from tests.e2e.watching import eventually
+from turngate.client import Client, Turn
+
+
+def fields(block: str) -> dict[str, str]:
+    """A block of `label  value` lines (a title line, without two spaces, is skipped)."""
+    pairs = (re.match(r"^\s*(\S.*?)\s{2,}(.*)$", line) for line in block.splitlines())
+    return {pair[1]: pair[2] for pair in pairs if pair}
+
+
+def sections(out: str) -> dict[str, dict[str, str]]:
+    """Blocks separated by blank lines, by their title line ('' for the first, untitled one)."""
+    first, *titled = out.split("\n\n")
+    return {"": fields(first)} | {block.split("\n", 1)[0]: fields(block) for block in titled}
+
+
+def seconds(text: str) -> float:
+    return float(text.removesuffix("s"))
+
+
+async def test_status_shows_the_stopping_turn_its_lease_and_stop_and_the_last_settled_turn(
+    turngate: Turngate, client: Client
+) -> None:
+    runner = client.runner("r1")
+    async with runner.turn("chat", "t1"):
+        pass
+    async with runner.turn("chat", "t2") as turn:
+        await client.gateway().stop("chat", expected_turn_id="t2", reason="ops")
+        await turn.stop_requested.wait()
+        text, as_json = await asyncio.gather(
+            turngate.run("status", "chat"), turngate.run("status", "chat", "--json")
+        )
+
+    assert (text.code, text.err) == (0, "")
+    shown = sections(text.out)
+    assert shown[""]["phase"] == "STOPPING"
+    active, last = shown["active turn"], shown["last settled turn"]
+    assert (active["turn"], active["phase"], active["runner"], active["stop reason"]) == (
+        "t2",
+        "STOPPING",
+        "r1",
+        "ops",
+    )
+    assert 0 < seconds(active["lease expires in"]) <= 20
+    assert 25 < seconds(active["stop deadline in"]) <= 30
+    assert (last["turn"], last["outcome"], last["settled by"]) == ("t1", "COMPLETED", "RUNNER")
+
+    assert as_json.code == 0
+    [snapshot] = as_json.objects()
+    assert snapshot["phase"] == "SESSION_PHASE_STOPPING"
+    assert snapshot["active"]["turnId"] == "t2"
+    assert snapshot["active"]["stopReason"] == "ops"
+    assert snapshot["active"]["generation"] == str(turn.generation)
+    assert (snapshot["lastSettled"]["turnId"], snapshot["lastSettled"]["outcome"]) == (
+        "t1",
+        "TURN_OUTCOME_COMPLETED",
+    )
+
+
+async def test_status_of_a_session_never_seen_is_idle(turngate: Turngate) -> None:
+    ran = await turngate.run("status", "new-session")
+    assert (ran.code, ran.err) == (0, "")
+    assert sections(ran.out) == {"": {"session": "new-session", "phase": "IDLE", "seq": "0"}}
+
+
+async def search_until_cancelled(turn: Turn, opened: asyncio.Event) -> None:
+    async with turn.tool_call("call-3", "browse"):
+        opened.set()
+        await asyncio.sleep(3600)
+
+
+async def test_turn_show_lists_tool_calls_and_interactions_and_turn_list_the_turns(
+    turngate: Turngate, client: Client
+) -> None:
+    async with client.runner("r1").turn("chat", "t1") as turn:
+        async with turn.tool_call("call-1", "search"):
+            pass
+        with pytest.raises(ValueError, match="no route"):
+            async with turn.tool_call("call-2", "fetch"):
+                raise ValueError("no route to host")
+        answer = asyncio.create_task(turn.interaction("ask-1", "approval"))
+
+        async def asked() -> bool:
+            return bool((await client.get_turn("chat", "t1")).interactions)
+
+        await eventually(asked)
+        await client.gateway().resolve_interaction("chat", "ask-1", "approved")
+        assert await answer == "approved"
+        opened = asyncio.Event()
+        tool = asyncio.create_task(search_until_cancelled(turn, opened))
+        await opened.wait()
+        await client.gateway().stop("chat", expected_turn_id="t1")
+        await turn.stop_requested.wait()
+        tool.cancel()
+    async with client.runner("r1").turn("chat", "t2"):
+        pass
+
+    text, as_json, listed = await asyncio.gather(
+        turngate.run("turn", "show", "t1", "--session", "chat"),
+        turngate.run("turn", "show", "t1", "--session", "chat", "--json"),
+        turngate.run("turn", "list", "chat", "--json"),
+    )
+
+    assert (text.code, text.err) == (0, "")
+    record, calls, interactions = text.out.split("\n\n")
+    assert (fields(record)["outcome"], fields(record)["settled by"]) == ("CANCELLED", "RUNNER")
+    header, *rows = [line.split() for line in calls.splitlines()]
+    assert header[:3] == ["CALL", "NAME", "STATUS"]
+    assert [row[:3] for row in rows] == [
+        ["call-1", "search", "SUCCEEDED"],
+        ["call-2", "fetch", "FAILED"],
+        ["call-3", "browse", "INTERRUPTED"],
+    ]
+    assert "ValueError: no route to host" in calls.splitlines()[2]
+    header, row = [line.split() for line in interactions.splitlines()]
+    assert (header[:3], row[:3], row[-1]) == (
+        ["INTERACTION", "KIND", "STATUS"],
+        ["ask-1", "approval", "RESOLVED"],
+        "approved",
+    )
+
+    [whole] = as_json.objects()
+    assert [(call["callId"], call["status"]) for call in whole["toolCalls"]] == [
+        ("call-1", "TOOL_CALL_STATUS_SUCCEEDED"),
+        ("call-2", "TOOL_CALL_STATUS_FAILED"),
+        ("call-3", "TOOL_CALL_STATUS_INTERRUPTED"),
+    ]
+    assert whole["interactions"][0]["resolution"] == "approved"
+
+    assert listed.code == 0
+    assert [(item["turnId"], item["outcome"]) for item in listed.objects()] == [
+        ("t2", "TURN_OUTCOME_COMPLETED"),
+        ("t1", "TURN_OUTCOME_CANCELLED"),
+    ]
+
+
+async def test_turn_show_of_a_turn_never_admitted_exits_5_with_one_line(turngate: Turngate) -> None:
+    ran = await turngate.run("turn", "show", "nope", "--session", "chat")
+    assert (ran.code, ran.out) == (5, "")
+    assert ran.err == "turngate: turn nope was never admitted in this session\n"
+
+
+async def test_sessions_busy_lists_the_active_sessions_earliest_lease_first(
+    turngate: Turngate, client: Client
+) -> None:
+    async with AsyncExitStack() as turns:
+        await turns.enter_async_context(client.runner("r1").turn("late", "t1", lease_ttl=60))
+        await turns.enter_async_context(client.runner("r2").turn("soon", "t2", lease_ttl=30))
+        async with client.runner("r3").turn("done", "t3"):
+            pass
+        text, as_json = await asyncio.gather(
+            turngate.run("sessions", "busy"), turngate.run("sessions", "busy", "--json")
+        )
+
+    assert (text.code, text.err) == (0, "")
+    header, *rows = [line.split() for line in text.lines]
+    assert header[:4] == ["SESSION", "TURN", "PHASE", "RUNNER"]
+    assert [row[:4] for row in rows] == [["soon", "t2", "RUNNING", "r2"], ["late", "t1", "RUNNING", "r1"]]
+    assert 20 < seconds(rows[0][-1]) <= 30 < seconds(rows[1][-1]) <= 60  # LEASE EXPIRES IN
+    assert as_json.code == 0
+    assert [(s["session"]["sessionId"], s["active"]["turnId"]) for s in as_json.objects()] == [
+        ("soon", "t2"),
+        ("late", "t1"),
+    ]
+
+
+async def test_sessions_busy_in_a_project_without_active_turns_says_so(turngate: Turngate) -> None:
+    text, as_json = await asyncio.gather(
+        turngate.run("sessions", "busy"), turngate.run("sessions", "busy", "--json")
+    )
+    assert (text.code, text.lines) == (0, [f"no session of project {turngate.project} has an active turn"])
+    assert (as_json.code, as_json.out) == (0, "")

@@ -1,0 +1,95 @@
+"""`turngate stop` against a real server: what the Stop did, by exit code and output (0 when
+something was cancelled, 3 for a mismatch, 4 when idle), and `--wait`, which forces a turn its
+runner does not end."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from tests.cli.conftest import Turngate
+from turngate.client import Client
+from turngate.v1 import turngate_pb2 as pb
+
+
+async def test_stop_cancels_the_expected_turn_then_answers_mismatch_then_idle(
+    turngate: Turngate, client: Client
+) -> None:
+    async with client.runner("r1").turn("chat", "t1") as turn:
+        stopped = await turngate.run(
+            "stop", "chat", "--expect", "t1", "--reason", "ops", "--request-id", "req-1", "--json"
+        )
+        await turn.stop_requested.wait()
+    assert (stopped.code, stopped.err) == (0, "")
+    [answer] = stopped.objects()
+    assert answer["cancelled"]["stoppingTurnId"] == "t1"
+    assert answer["cancelled"]["cancelledTurnIds"] == ["t1"]
+    assert turn.stop_reason == "ops"
+
+    async with client.runner("r1").turn("chat", "t2") as later:
+        late, retried = await asyncio.gather(
+            turngate.run("stop", "chat", "--expect", "t1"),
+            turngate.run("stop", "chat", "--expect", "t1", "--request-id", "req-1"),
+        )
+        assert not later.stop_requested.is_set()
+        forced = await turngate.run("stop", "chat", "--force")
+        await later.abandoned.wait()
+    assert (late.code, late.err) == (3, "")
+    assert late.lines == ["mismatch  expected=t1 expected_outcome=CANCELLED current=t2 current_phase=RUNNING"]
+    assert (retried.code, retried.lines[0].split()[:3]) == (0, ["cancelled", "turns=t1", "stopping=t1"])
+    assert (forced.code, forced.lines) == (0, ["cancelled  turns=t2 settled=yes"])
+
+    idle = await turngate.run("stop", "chat", "--json")
+    assert (idle.code, idle.err) == (4, "")
+    [nothing] = idle.objects()
+    assert nothing["idle"] == {
+        "expectedTurnId": "",
+        "expectedOutcome": "TURN_OUTCOME_UNSPECIFIED",
+        "lastTurnId": "t2",
+        "lastOutcome": "TURN_OUTCOME_CANCELLED",
+    }
+
+
+async def test_stop_wait_forces_a_turn_its_runner_does_not_end_and_prints_its_settlement(
+    turngate: Turngate, client: Client
+) -> None:
+    async with client.runner("r1").turn("chat", "t1") as turn:  # it never looks at stop_requested
+        ran = await turngate.run("stop", "chat", "--wait", "0.2", "--json")
+        await turn.abandoned.wait()
+    assert ran.code == 0
+    answer, settled = ran.objects()
+    assert answer["cancelled"]["stoppingTurnId"] == "t1"
+    assert (settled["turnId"], settled["outcome"], settled["settledBy"]) == (
+        "t1",
+        "TURN_OUTCOME_CANCELLED",
+        "SETTLED_BY_GATEWAY",
+    )
+    assert ran.err == "turngate: turn t1 did not settle within 0.2s of its Stop: forcing\n"
+
+
+async def test_stop_wait_returns_as_soon_as_the_runner_settles(turngate: Turngate, client: Client) -> None:
+    async def honour_stop() -> None:
+        async with client.runner("r1").turn("chat", "t1") as turn:
+            admitted.set()
+            await turn.stop_requested.wait()
+
+    admitted = asyncio.Event()
+    runner = asyncio.create_task(honour_stop())
+    await admitted.wait()
+    ran = await turngate.run("stop", "chat", "--expect", "t1", "--wait", "30")
+    await runner
+    assert (ran.code, ran.err) == (0, "")
+    answer, settled = ran.lines
+    assert answer.startswith("cancelled  turns=t1 stopping=t1 stop_deadline_in=")
+    assert settled.startswith("settled  turn=t1 outcome=CANCELLED settled_by=RUNNER settled_at=")
+
+
+async def test_stop_wait_interrupted_exits_130_and_leaves_the_turn_stopping(
+    turngate: Turngate, client: Client
+) -> None:
+    async with client.runner("r1").turn("chat", "t1") as turn:
+        stopping = await turngate.start("stop", "chat", "--wait", "60")
+        await turn.stop_requested.wait()
+        ended = await stopping.interrupt(signal.SIGINT)
+        assert (await client.get_session("chat")).phase == pb.SESSION_PHASE_STOPPING
+    assert (ended.code, ended.out, ended.err) == (130, "", "")

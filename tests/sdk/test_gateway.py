@@ -1,0 +1,111 @@
+"""The gateway SDK against a real server: typed Stop answers, and stop_and_wait, which makes a
+Stop terminate: it waits for the turn to settle, resends with the same request id across network
+errors, and forces the turn when its runner never ends it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.e2e.calls import admit, complete, events_after, kinds, settlements, wait_for_phase
+from tests.e2e.servers import Client as Raw
+from tests.sdk.wire import Wire
+from turngate.client import Cancelled, Client, Idle, InteractionNotPending, Mismatch
+from turngate.v1 import turngate_pb2 as pb
+
+
+async def test_stop_answers_cancelled_then_mismatch_for_a_late_stop_then_idle(
+    client: Client, raw: Raw, ref: pb.SessionRef
+) -> None:
+    gateway = client.gateway()
+    first = await admit(raw, ref, "t1")
+    cancelled = await gateway.stop(ref.session_id, expected_turn_id="t1", reason="user")
+    assert isinstance(cancelled, Cancelled)
+    assert (cancelled.cancelled_turn_ids, cancelled.stopping_turn_id, cancelled.settled) == (
+        ("t1",),
+        "t1",
+        False,
+    )
+    assert cancelled.stop_deadline is not None
+
+    await complete(raw, first.lease, pb.TURN_OUTCOME_CANCELLED)
+    second = await admit(raw, ref, "t2")
+    late = await gateway.stop(ref.session_id, expected_turn_id="t1")
+    assert late == Mismatch("t1", "t2", pb.TURN_PHASE_RUNNING, pb.TURN_OUTCOME_CANCELLED)
+
+    await complete(raw, second.lease)
+    idle = await gateway.stop(ref.session_id, expected_turn_id="t2")
+    assert idle == Idle("t2", pb.TURN_OUTCOME_COMPLETED, "t2", pb.TURN_OUTCOME_COMPLETED)
+
+    early = await gateway.stop(ref.session_id, expected_turn_id="t3")
+    assert isinstance(early, Cancelled)
+    assert early.before_start
+
+
+async def test_a_second_answer_to_an_interaction_is_refused_interaction_not_pending(
+    client: Client, raw: Raw, ref: pb.SessionRef
+) -> None:
+    lease = (await admit(raw, ref, "t1")).lease
+    await raw.admission.RecordInteraction(
+        pb.RecordInteractionRequest(lease=lease, interaction_id="i1", kind="ok?")
+    )
+    resolved = await client.gateway().resolve_interaction(ref.session_id, "i1", "yes")
+    assert (resolved.status, resolved.resolution) == (pb.INTERACTION_STATUS_RESOLVED, "yes")
+    with pytest.raises(InteractionNotPending):
+        await client.gateway().resolve_interaction(ref.session_id, "i1", "no")
+
+
+async def test_stop_and_wait_returns_the_record_the_runner_settled_resending_the_same_request_id(
+    client: Client, raw: Raw, ref: pb.SessionRef, wire: Wire
+) -> None:
+    async def runner() -> None:
+        async with client.runner("r1").turn(ref.session_id, "t1") as turn:
+            await turn.stop_requested.wait()
+            await asyncio.sleep(0.1)  # winding down
+
+    running = asyncio.create_task(runner())
+    await wait_for_phase(raw, ref, pb.SESSION_PHASE_RUNNING)
+    wire.lose("CancelTurn", after_sending=True)  # accepted, but the answer is lost: resent
+
+    record = await client.gateway().stop_and_wait(ref.session_id, "t1", force_after=5.0, reason="user")
+    await running
+
+    assert record is not None
+    assert (record.turn_id, record.outcome, record.settled_by) == (
+        "t1",
+        pb.TURN_OUTCOME_CANCELLED,
+        pb.SETTLED_BY_RUNNER,
+    )
+    sent = wire.requests["CancelTurn"]
+    assert len(sent) == 2
+    assert len({r.request_id for r in sent if isinstance(r, pb.CancelTurnRequest)}) == 1
+    assert kinds(await events_after(raw, ref, 1)) == ["stop_requested", "turn_settled"]
+
+
+async def test_stop_and_wait_forces_a_turn_whose_runner_never_completes(
+    client: Client, raw: Raw, ref: pb.SessionRef
+) -> None:
+    await admit(raw, ref, "t1", lease_ttl=60)  # a runner that heartbeats on and ignores Stop
+    started = time.perf_counter()
+
+    record = await client.gateway().stop_and_wait(ref.session_id, "t1", force_after=0.3)
+
+    assert time.perf_counter() - started >= 0.3
+    assert record is not None
+    assert (record.outcome, record.settled_by) == (pb.TURN_OUTCOME_CANCELLED, pb.SETTLED_BY_GATEWAY)
+    events = await events_after(raw, ref, 1)
+    assert kinds(events) == ["stop_requested", "stop_requested", "turn_settled"]
+    assert [e.stop_requested.force for e in events[:2]] == [False, True]
+    assert len(settlements(events)) == 1
+
+
+async def test_stop_and_wait_of_an_ended_or_unstarted_turn_answers_at_once(
+    client: Client, raw: Raw, ref: pb.SessionRef
+) -> None:
+    await complete(raw, (await admit(raw, ref, "t1")).lease)
+    ended = await client.gateway().stop_and_wait(ref.session_id, "t1", force_after=5.0)
+    assert ended is not None
+    assert ended.outcome == pb.TURN_OUTCOME_COMPLETED
+    assert await client.gateway().stop_and_wait(ref.session_id, "t2", force_after=5.0) is None

@@ -1,0 +1,103 @@
+"""Each instrument moves as docs/telemetry.md says, after a scripted turn; in redis mode the
+projector's lag and dead letters are reported too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.contract.backends import REDIS_SERVER, delete_keyspace, unique_keyspace
+from tests.e2e.calls import admit, complete, heartbeat, refused, stop
+from tests.e2e.servers import OwnServer
+from tests.e2e.watching import collect, eventually, watch
+from tests.telemetry.recorded import Labels, Recorded, labels
+from turngate.v1 import turngate_pb2 as pb
+
+COUNTERS: dict[str, list[Labels]] = {
+    "turngate.admissions": [
+        labels(result="admitted"),
+        labels(result="replayed"),
+        labels(result="refused", refusal="SESSION_TURN_IN_USE"),
+    ],
+    "turngate.cancels": [
+        labels(result="cancelled", settled=False),
+        labels(result="cancelled", settled=True),
+        labels(result="mismatch", settled=False),
+        labels(result="idle", settled=False),
+    ],
+    "turngate.settlements": [
+        labels(outcome="CANCELLED", settled_by="GATEWAY"),
+        labels(outcome="COMPLETED", settled_by="RUNNER"),
+    ],
+}
+HISTOGRAMS: dict[str, list[Labels]] = {
+    "turngate.stop_to_settle": [labels(outcome="CANCELLED", settled_by="GATEWAY")],
+    "turngate.lease.margin": [frozenset()],
+}
+
+
+def counts(recorded: Recorded) -> dict[tuple[str, Labels], float]:
+    found = {(name, at): recorded.value(name, at) for name, ats in COUNTERS.items() for at in ats}
+    found |= {(name, at): recorded.value(name, at, "count") for name, ats in HISTOGRAMS.items() for at in ats}
+    return found
+
+
+async def test_each_instrument_moves_as_documented_after_a_scripted_turn(
+    installed: Recorded, own_server: OwnServer, session: pb.SessionRef
+) -> None:
+    async with own_server() as (_, client):
+        before = counts(installed)
+        margins_before = installed.value("turngate.lease.margin", of="sum")
+        stream = watch(client, session)
+        await collect(stream, 1)
+        await eventually(lambda: installed.value("turngate.watchers") == 1)
+
+        lease = (await admit(client, session, "t1")).lease  # admitted
+        await heartbeat(client, lease)  # lease margin: almost all of the default 20 s lease
+        await admit(client, session, "t1")  # replayed
+        await refused(admit(client, session, "t2"))  # refused: SESSION_TURN_IN_USE
+        await eventually(lambda: installed.value("turngate.turns.active") == 1)
+        await stop(client, session, "t1")  # cancelled, not settled
+        await stop(client, session, "t1", force=True)  # cancelled and settled: stop-to-settle
+        await stop(client, session, "t1")  # idle
+        lease = (await admit(client, session, "t3")).lease  # admitted
+        await stop(client, session, "t1")  # mismatch
+        await complete(client, lease)  # settled by the runner, never stopped
+        await eventually(lambda: installed.value("turngate.turns.active") == 0)
+        stream.cancel()
+        await eventually(lambda: installed.value("turngate.watchers") == 0)
+
+        after = counts(installed)
+        moved = {key: after[key] - before[key] for key in after}
+        assert moved == {
+            **{(name, at): 1 for name, ats in {**COUNTERS, **HISTOGRAMS}.items() for at in ats},
+            ("turngate.admissions", labels(result="admitted")): 2,
+        }
+        assert 19 < installed.value("turngate.lease.margin", of="sum") - margins_before <= 20
+        assert installed.points("turngate.projector.lag") == {}  # a SQL store has no projector
+
+
+@pytest.mark.redis
+async def test_in_redis_mode_the_projector_reports_its_lag_and_dead_letters(
+    installed: Recorded, own_server: OwnServer, tmp_path: Path, session: pb.SessionRef
+) -> None:
+    keys = unique_keyspace()
+    ledger = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
+    redis_mode = {
+        "store": REDIS_SERVER,
+        "ledger": ledger,
+        "redis_prefix": keys.prefix,
+        "redis_buckets": keys.buckets,
+    }
+    try:
+        async with own_server(**redis_mode) as (_, client):
+            lease = (await admit(client, session)).lease
+            await eventually(lambda: installed.value("turngate.turns.active") == 1)
+            await complete(client, lease)
+            await eventually(lambda: installed.value("turngate.turns.active") == 0)
+            await eventually(lambda: installed.points("turngate.projector.lag").keys() == {frozenset()})
+            await eventually(lambda: installed.value("turngate.projector.lag") == 0)
+            assert installed.value("turngate.projector.dead_letters") == 0
+    finally:
+        delete_keyspace(REDIS_SERVER, keys)
