@@ -243,8 +243,13 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_INTERACTION_NOT_PENDING: _ErrorReason.ValueType  # 7
     """FAILED_PRECONDITION: the interaction is resolved, cancelled or unknown; the first answer won."""
     ERROR_REASON_LIMIT_EXCEEDED: _ErrorReason.ValueType  # 8
-    """RESOURCE_EXHAUSTED: a per-turn limit (open tool calls, pending interactions) or a
-    per-watcher buffer was exceeded; ErrorInfo metadata `limit` names it.
+    """RESOURCE_EXHAUSTED: a limit was exceeded (per turn: open tool calls, pending interactions;
+    per project: sessions with an active turn; watch streams per principal or session; a
+    watcher's buffer); ErrorInfo metadata `limit` names it.
+    """
+    ERROR_REASON_TURN_HELD_BY_OTHER_PRINCIPAL: _ErrorReason.ValueType  # 9
+    """PERMISSION_DENIED: the turn was admitted to another authenticated principal; only that
+    principal may heartbeat, record or complete it.
     """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
@@ -266,8 +271,13 @@ ERROR_REASON_TURN_NOT_ACTIVE: ErrorReason.ValueType  # 6
 ERROR_REASON_INTERACTION_NOT_PENDING: ErrorReason.ValueType  # 7
 """FAILED_PRECONDITION: the interaction is resolved, cancelled or unknown; the first answer won."""
 ERROR_REASON_LIMIT_EXCEEDED: ErrorReason.ValueType  # 8
-"""RESOURCE_EXHAUSTED: a per-turn limit (open tool calls, pending interactions) or a
-per-watcher buffer was exceeded; ErrorInfo metadata `limit` names it.
+"""RESOURCE_EXHAUSTED: a limit was exceeded (per turn: open tool calls, pending interactions;
+per project: sessions with an active turn; watch streams per principal or session; a
+watcher's buffer); ErrorInfo metadata `limit` names it.
+"""
+ERROR_REASON_TURN_HELD_BY_OTHER_PRINCIPAL: ErrorReason.ValueType  # 9
+"""PERMISSION_DENIED: the turn was admitted to another authenticated principal; only that
+principal may heartbeat, record or complete it.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 

@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         help="redis mode: leave the ledger projection to `turngate project` [TURNGATE_PROJECTOR]",
     )
     _metrics_flag(serve_cmd)
+    _security_flags(serve_cmd)
     migrate_cmd = commands.add_parser("migrate", help="create or upgrade the store's schema, then exit")
     _store_flags(migrate_cmd)
     project_cmd = commands.add_parser(
@@ -67,6 +68,28 @@ def _metrics_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-listen",
         help="HOST:PORT to serve Prometheus metrics at /metrics on [TURNGATE_METRICS_LISTEN, off]",
+    )
+
+
+def _security_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "security", "README, Securing turngate; limits are set by TURNGATE_MAX_* (docs/security.md)"
+    )
+    group.add_argument(
+        "--auth-file",
+        help="tokens file (TOML or JSON) naming principals; SIGHUP reloads it [TURNGATE_AUTH_FILE]",
+    )
+    group.add_argument(
+        "--insecure",
+        action="store_true",
+        default=None,
+        help="allow listening beyond loopback with no --auth-file [TURNGATE_INSECURE]",
+    )
+    group.add_argument("--tls-cert", help="PEM certificate chain: serve TLS [TURNGATE_TLS_CERT]")
+    group.add_argument("--tls-key", help="PEM private key of --tls-cert [TURNGATE_TLS_KEY]")
+    group.add_argument(
+        "--tls-client-ca",
+        help="PEM CA: require client certificates it signed (mutual TLS) [TURNGATE_TLS_CLIENT_CA]",
     )
 
 
@@ -99,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_service(command: str, settings: Settings) -> int:
     # Imported here: the operator commands start faster without the server's stack.
+    from turngate.service.auth.principals import TokensFileError
+    from turngate.service.auth.tls import TlsError
     from turngate.service.ledger.migrate import migrate
     from turngate.service.server import ListenError, project, serve
     from turngate.service.store.base import StoreUnavailable
@@ -111,7 +136,7 @@ def _run_service(command: str, settings: Settings) -> int:
         else:
             with setup.configured(settings):
                 asyncio.run(project(settings) if command == "project" else serve(settings))
-    except (ListenError, StoreUnavailable, setup.TelemetryError) as error:
+    except (ListenError, StoreUnavailable, setup.TelemetryError, TokensFileError, TlsError) as error:
         print(f"turngate: {error}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:

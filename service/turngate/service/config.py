@@ -5,7 +5,9 @@ The timing contract is validated here, so a bad value refuses to start with one 
 
 from __future__ import annotations
 
+import ipaddress
 import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -53,6 +55,27 @@ class Settings(BaseSettings):
     # Where to serve Prometheus text at /metrics (off by default).
     metrics_listen: str | None = None
 
+    # Security (README "Securing turngate"): bearer tokens, TLS, and the limits every caller meets.
+    auth_file: Path | None = None
+    # Listen beyond loopback with no auth file (anyone who can connect may run and stop turns).
+    insecure: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # With TLS: only clients presenting a certificate signed by this CA may connect (mutual TLS).
+    tls_client_ca: Path | None = None
+    max_message_bytes: int = Field(64 * 1024, ge=16 * 1024, le=64 * 1024 * 1024)
+    max_watches_per_principal: int = Field(10_000, ge=1, le=1_000_000)
+    max_watches_per_session: int = Field(1_000, ge=1, le=1_000_000)
+    # Sessions of one project that may have an active turn at once; 0 = no limit (see docs/security.md).
+    max_active_sessions_per_project: int = Field(0, ge=0, le=10_000_000)
+    max_open_tool_calls: int = Field(1024, ge=1, le=4096)
+    max_pending_interactions: int = Field(256, ge=1, le=1024)
+    # Deadline given to a unary call whose caller set none.
+    rpc_timeout: Seconds = Field(30.0, gt=0.0, le=3600.0)
+    # Ping every connection this often; one that does not answer within keepalive_timeout is dropped.
+    keepalive_time: Seconds = Field(30.0, ge=1.0, le=DAY)
+    keepalive_timeout: Seconds = Field(10.0, ge=0.1, le=3600.0)
+
     @field_validator("listen", "metrics_listen")
     @classmethod
     def _host_port(cls, value: str | None) -> str | None:
@@ -81,6 +104,14 @@ class Settings(BaseSettings):
     def redis_mode(self) -> bool:
         return self.store.startswith(REDIS_SCHEMES)
 
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def listens_beyond_loopback(self) -> bool:
+        return not is_loopback(host_and_port(self.listen)[0])
+
     @model_validator(mode="after")
     def _ledger_with_redis(self) -> Settings:
         if self.redis_mode and self.ledger is None:
@@ -88,6 +119,29 @@ class Settings(BaseSettings):
         if not self.redis_mode and self.ledger is not None:
             raise ValueError("--ledger is for a redis store; a SQL store keeps its own ledger")
         return self
+
+    @model_validator(mode="after")
+    def _secure_by_default(self) -> Settings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both --tls-cert and --tls-key")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+        if self.auth_file is None and self.listens_beyond_loopback and not self.insecure:
+            raise ValueError(
+                f"listening on {self.listen} without --auth-file would let anyone who can connect run "
+                "and stop turns: give --auth-file (README, Securing turngate), listen on 127.0.0.1, "
+                "or pass --insecure"
+            )
+        return self
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def host_and_port(address: str) -> tuple[str, int]:

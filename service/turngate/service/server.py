@@ -11,10 +11,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from turngate.client.tasks import cancel_all
+from turngate.service.api import decoding
 from turngate.service.api.admission import AdmissionService
 from turngate.service.api.control import ControlService
+from turngate.service.api.edge import Edge, Gatekeeper
 from turngate.service.api.parse import Policy
+from turngate.service.api.quota import WatchQuota
 from turngate.service.api.sessions import SessionService
+from turngate.service.auth.principals import Tokens, TokensFileError, load_tokens
+from turngate.service.auth.tls import server_credentials
 from turngate.service.backends import Backend, open_backend, project_when_ready, projector_for
 from turngate.service.config import Settings
 from turngate.service.store.base import StoreUnavailable
@@ -25,7 +30,6 @@ from turngate.service.telemetry.metrics import Sampler
 from turngate.service.watch import WatchHub
 from turngate.service.watchdog import Watchdog
 from turngate.v1 import turngate_pb2 as pb
-from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
 log = logging.getLogger("turngate.server")
 SERVICE_NAMES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by_name.values())
@@ -46,6 +50,7 @@ class TurngateServer:
         self._backend: Backend | None = None
         self._hub: WatchHub | None = None
         self._health = health.aio.HealthServicer()
+        self._gatekeeper = Gatekeeper(None)
         self._grpc: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -65,6 +70,8 @@ class TurngateServer:
 
     async def start(self) -> None:
         settings = self.settings
+        self._gatekeeper.tokens = _tokens(settings)
+        credentials = server_credentials(settings)
         self._backend = backend = await open_backend(settings)
         store = backend.store
         self._hub = hub = WatchHub(
@@ -75,19 +82,33 @@ class TurngateServer:
             lease_ttl=round(settings.lease_ttl * _US),
             stop_grace=round(settings.stop_grace * _US),
             memory_ttl=round(settings.tombstone_ttl * _US),
+            max_open_tool_calls=settings.max_open_tool_calls,
+            max_pending_interactions=settings.max_pending_interactions,
+            max_active_sessions_per_project=settings.max_active_sessions_per_project,
         )
+        quota = WatchQuota(settings.max_watches_per_principal, settings.max_watches_per_session)
         instrumented = instrument.server(store, hub, backend.projector)
-        # SO_REUSEPORT off: a second server on a busy port must fail, not silently share it.
-        server = grpc.aio.server(interceptors=instrumented.interceptors, options=[("grpc.so_reuseport", 0)])
-        pb_grpc.add_AdmissionServiceServicer_to_server(AdmissionService(store, policy), server)
-        pb_grpc.add_ControlServiceServicer_to_server(ControlService(store, policy), server)
-        pb_grpc.add_SessionServiceServicer_to_server(SessionService(store, backend.history, hub), server)
+        server = grpc.aio.server(
+            interceptors=[*instrumented.interceptors, Edge(self._gatekeeper, settings.rpc_timeout)],
+            options=_grpc_options(settings),
+        )
+        decoding.add_services(
+            server,
+            {
+                "AdmissionService": AdmissionService(store, policy),
+                "ControlService": ControlService(store, policy),
+                "SessionService": SessionService(store, backend.history, hub, quota),
+            },
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
         try:
-            self.port = server.add_insecure_port(settings.listen)
+            if credentials is None:
+                self.port = server.add_insecure_port(settings.listen)
+            else:
+                self.port = server.add_secure_port(settings.listen, credentials)
         except RuntimeError as error:
             await backend.close()
             raise ListenError(f"cannot listen on {settings.listen}: {error}") from error
@@ -96,6 +117,16 @@ class TurngateServer:
         await server.start()
         loops = [watchdog.run, self._report_health, *backend.loops, *instrumented.loops]
         self._tasks = [asyncio.create_task(loop()) for loop in loops]
+
+    def reload_tokens(self) -> None:
+        """Reads the tokens file again; calls already admitted and open connections go on. A
+        file that no longer reads or validates leaves the current tokens in force."""
+        try:
+            self._gatekeeper.tokens = _tokens(self.settings)
+        except TokensFileError as error:
+            log.error("kept the current tokens: %s", error)
+            return
+        log.info("tokens reloaded: %d", len(self._gatekeeper.tokens or ()))
 
     async def stop(self) -> None:
         """Stops accepting, ends watch streams cleanly, drains in-flight RPCs, then closes the store."""
@@ -141,6 +172,24 @@ class TurngateServer:
         await self.stop()
 
 
+def _tokens(settings: Settings) -> Tokens | None:
+    return None if settings.auth_file is None else load_tokens(settings.auth_file)
+
+
+def _grpc_options(settings: Settings) -> list[tuple[str, int]]:
+    return [
+        # A second server on a busy port must fail, not silently share it.
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        # Ping every connection, busy or idle; one that does not answer is closed, ending its calls.
+        ("grpc.keepalive_time_ms", round(settings.keepalive_time * 1000)),
+        ("grpc.keepalive_timeout_ms", round(settings.keepalive_timeout * 1000)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # Clients (the SDK) may ping as often as every 10 s without being told to go away.
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ]
+
+
 async def _stop_loops(tasks: list[asyncio.Task[None]]) -> None:
     for error in await cancel_all(tasks):
         log.error("background loop failed", exc_info=error)
@@ -155,9 +204,22 @@ async def _until_signalled() -> None:
 
 
 async def serve(settings: Settings) -> None:
-    """Runs one replica until SIGTERM or SIGINT, then shuts it down gracefully."""
+    """Runs one replica until SIGTERM or SIGINT, then shuts it down gracefully; SIGHUP reloads
+    the tokens file."""
+    if settings.insecure and settings.auth_file is None and settings.listens_beyond_loopback:
+        log.warning(
+            "INSECURE: listening on %s with no --auth-file: anyone who can connect may run and stop turns",
+            settings.listen,
+        )
     async with TurngateServer(settings) as server:
-        log.info("turngate listening on %s (port %d)", settings.listen, server.port)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.reload_tokens)
+        log.info(
+            "turngate listening on %s (port %d, %s, %s)",
+            settings.listen,
+            server.port,
+            "TLS" if settings.tls else "plaintext",
+            "tokens" if settings.auth_file else "no authentication",
+        )
         await _until_signalled()
         log.info("turngate shutting down")
 

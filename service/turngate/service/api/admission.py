@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from turngate.service import core
 from turngate.service.api import convert, parse
+from turngate.service.api.edge import current_principal
 from turngate.service.api.errors import guarded
 from turngate.service.api.replies import Context, answer
-from turngate.service.store.base import Store
+from turngate.service.store.base import SessionKey, Store
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
@@ -19,14 +22,23 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
     @guarded
     async def AdmitTurn(self, request: pb.AdmitTurnRequest, context: Context) -> pb.AdmitTurnResponse:
         metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
-        key, command = parse.admit(request, self._policy, parse.traceparent(metadata))
+        key, command = parse.admit(
+            request, self._policy, parse.traceparent(metadata), current_principal.get().name
+        )
+        if command.max_active_in_project:
+            command = replace(command, active_in_project=await self._active_in_project(key, command))
         reply = await answer(context, (await self._store.apply(key, command)).reply, admission=True)
         assert isinstance(reply, core.Admitted)
         return convert.admitted(key, reply)
 
+    async def _active_in_project(self, key: SessionKey, command: core.Admit) -> int:
+        """How many of the project's sessions have an active turn, counted up to the bound."""
+        found = await self._store.active(key.project_id, None, command.max_active_in_project)
+        return len(found)
+
     @guarded
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Context) -> pb.HeartbeatResponse:
-        key, command = parse.heartbeat(request)
+        key, command = parse.heartbeat(request, current_principal.get().name)
         reply = await answer(context, (await self._store.apply(key, command)).reply)
         assert isinstance(reply, core.HeartbeatReply)
         return convert.heartbeat(reply)
@@ -35,7 +47,7 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
     async def RecordToolCall(
         self, request: pb.RecordToolCallRequest, context: Context
     ) -> pb.RecordToolCallResponse:
-        key, command = parse.record_tool_call(request)
+        key, command = parse.record_tool_call(request, self._policy, current_principal.get().name)
         reply = await answer(context, (await self._store.apply(key, command)).reply)
         assert isinstance(reply, core.ToolCallReply)
         return convert.tool_call_recorded(reply)
@@ -44,7 +56,7 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
     async def RecordInteraction(
         self, request: pb.RecordInteractionRequest, context: Context
     ) -> pb.RecordInteractionResponse:
-        key, command = parse.record_interaction(request)
+        key, command = parse.record_interaction(request, self._policy, current_principal.get().name)
         reply = await answer(context, (await self._store.apply(key, command)).reply)
         assert isinstance(reply, core.InteractionReply)
         return convert.interaction_recorded(reply)
@@ -53,7 +65,7 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
     async def CompleteTurn(
         self, request: pb.CompleteTurnRequest, context: Context
     ) -> pb.CompleteTurnResponse:
-        key, command = parse.complete(request)
+        key, command = parse.complete(request, current_principal.get().name)
         reply = await answer(context, (await self._store.apply(key, command)).reply)
         assert isinstance(reply, core.CompleteReply)
         return convert.completed(reply)

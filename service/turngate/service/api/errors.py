@@ -36,6 +36,7 @@ _CODES = {
     core.ErrorReason.TURN_NOT_ACTIVE: code_pb2.FAILED_PRECONDITION,
     core.ErrorReason.INTERACTION_NOT_PENDING: code_pb2.FAILED_PRECONDITION,
     core.ErrorReason.LIMIT_EXCEEDED: code_pb2.RESOURCE_EXHAUSTED,
+    core.ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL: code_pb2.PERMISSION_DENIED,
 }
 
 
@@ -100,6 +101,18 @@ def bad_request(error: InvalidArgument) -> grpc.Status:
         f"invalid request: {error}",
         error_details_pb2.BadRequest(field_violations=violations),
     )
+
+
+def unauthenticated(message: str) -> grpc.Status:
+    return _status(code_pb2.UNAUTHENTICATED, message)
+
+
+def permission_denied(message: str) -> grpc.Status:
+    return _status(code_pb2.PERMISSION_DENIED, message)
+
+
+def deadline_exceeded(message: str) -> grpc.Status:
+    return _status(code_pb2.DEADLINE_EXCEEDED, message)
 
 
 def not_found(message: str) -> grpc.Status:

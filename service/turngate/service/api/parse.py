@@ -17,6 +17,7 @@ from typing import TypeVar
 from google.protobuf.duration_pb2 import Duration
 
 from turngate.service import core
+from turngate.service.core import limits
 from turngate.service.store.base import SessionKey
 from turngate.v1 import turngate_pb2 as pb
 
@@ -45,11 +46,14 @@ class InvalidArgument(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Settings the core needs with commands, in µs."""
+    """Settings the core needs with commands (durations in µs)."""
 
     lease_ttl: int
     stop_grace: int
     memory_ttl: int
+    max_open_tool_calls: int = limits.MAX_OPEN_TOOL_CALLS
+    max_pending_interactions: int = limits.MAX_PENDING_INTERACTIONS
+    max_active_sessions_per_project: int = 0
 
 
 _E = TypeVar("_E", bound=IntEnum)
@@ -148,25 +152,36 @@ def traceparent(metadata: Mapping[str, str]) -> str:
     return value if _TRACEPARENT.fullmatch(value) else ""
 
 
-def admit(request: pb.AdmitTurnRequest, policy: Policy, trace: str) -> tuple[SessionKey, core.Admit]:
+def admit(
+    request: pb.AdmitTurnRequest, policy: Policy, trace: str, principal: str
+) -> tuple[SessionKey, core.Admit]:
     check = _Checker()
     key = check.session("session", request.HasField("session"), request.session)
     turn_id = check.identifier("turn_id", request.turn_id)
     runner_id = check.identifier("runner_id", request.runner_id)
     ttl = check.lease_ttl("lease_ttl", request.HasField("lease_ttl"), request.lease_ttl)
     check.done()
-    return key, core.Admit(turn_id, runner_id, ttl or policy.lease_ttl, trace)
+    return key, core.Admit(
+        turn_id,
+        runner_id,
+        ttl or policy.lease_ttl,
+        trace,
+        principal,
+        max_active_in_project=policy.max_active_sessions_per_project,
+    )
 
 
-def heartbeat(request: pb.HeartbeatRequest) -> tuple[SessionKey, core.Heartbeat]:
+def heartbeat(request: pb.HeartbeatRequest, principal: str) -> tuple[SessionKey, core.Heartbeat]:
     check = _Checker()
     key, turn_id, generation = check.lease(request.HasField("lease"), request.lease)
     ttl = check.lease_ttl("lease_ttl", request.HasField("lease_ttl"), request.lease_ttl)
     check.done()
-    return key, core.Heartbeat(turn_id, generation, ttl)
+    return key, core.Heartbeat(turn_id, generation, ttl, principal)
 
 
-def record_tool_call(request: pb.RecordToolCallRequest) -> tuple[SessionKey, core.RecordToolCall]:
+def record_tool_call(
+    request: pb.RecordToolCallRequest, policy: Policy, principal: str
+) -> tuple[SessionKey, core.RecordToolCall]:
     check = _Checker()
     key, turn_id, generation = check.lease(request.HasField("lease"), request.lease)
     call_id = check.identifier("call_id", request.call_id)
@@ -177,19 +192,25 @@ def record_tool_call(request: pb.RecordToolCallRequest) -> tuple[SessionKey, cor
         check.fail("error", "is only allowed with status FAILED")
     check.done()
     assert status is not None
-    return key, core.RecordToolCall(turn_id, generation, call_id, name, status, error)
+    return key, core.RecordToolCall(
+        turn_id, generation, call_id, name, status, error, principal, policy.max_open_tool_calls
+    )
 
 
-def record_interaction(request: pb.RecordInteractionRequest) -> tuple[SessionKey, core.RecordInteraction]:
+def record_interaction(
+    request: pb.RecordInteractionRequest, policy: Policy, principal: str
+) -> tuple[SessionKey, core.RecordInteraction]:
     check = _Checker()
     key, turn_id, generation = check.lease(request.HasField("lease"), request.lease)
     interaction_id = check.identifier("interaction_id", request.interaction_id)
     kind = check.text("kind", request.kind, MAX_KIND, required=True)
     check.done()
-    return key, core.RecordInteraction(turn_id, generation, interaction_id, kind)
+    return key, core.RecordInteraction(
+        turn_id, generation, interaction_id, kind, principal, policy.max_pending_interactions
+    )
 
 
-def complete(request: pb.CompleteTurnRequest) -> tuple[SessionKey, core.Complete]:
+def complete(request: pb.CompleteTurnRequest, principal: str) -> tuple[SessionKey, core.Complete]:
     check = _Checker()
     key, turn_id, generation = check.lease(request.HasField("lease"), request.lease)
     outcome = check.choice("outcome", request.outcome, _REPORTABLE)
@@ -198,7 +219,7 @@ def complete(request: pb.CompleteTurnRequest) -> tuple[SessionKey, core.Complete
         check.fail("error", "is only allowed with outcome FAILED or CANCELLED")
     check.done()
     assert outcome is not None
-    return key, core.Complete(turn_id, generation, outcome, error)
+    return key, core.Complete(turn_id, generation, outcome, error, principal)
 
 
 def cancel(request: pb.CancelTurnRequest, policy: Policy) -> tuple[SessionKey, core.Cancel]:

@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator
 import grpc
 
 from turngate.service.api import convert, errors, parse
+from turngate.service.api.edge import current_principal
 from turngate.service.api.errors import guarded
+from turngate.service.api.quota import WatchLimit, WatchQuota
 from turngate.service.api.replies import Context
 from turngate.service.ledger.views import TurnHistory, TurnView
 from turngate.service.store.base import Store
@@ -19,27 +21,31 @@ from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
 
 class SessionService(pb_grpc.SessionServiceServicer):
-    def __init__(self, store: Store, history: TurnHistory, hub: WatchHub) -> None:
+    def __init__(self, store: Store, history: TurnHistory, hub: WatchHub, quota: WatchQuota) -> None:
         self._store = store
         self._history = history
         self._hub = hub
+        self._quota = quota
 
     async def WatchSession(
         self, request: pb.WatchSessionRequest, context: Context
     ) -> AsyncIterator[pb.WatchSessionResponse]:
         try:
             query = parse.watch(request)
-            async with contextlib.aclosing(self._hub.follow(query.key, query.after_seq)) as stream:
-                async for item in stream:
-                    if isinstance(item, Snapshot):
-                        event = convert.snapshot_event(query.key, item.state, item.time, item.resync)
-                    elif query.turn_id and item.turn_id != query.turn_id:
-                        continue
-                    else:
-                        event = convert.event(query.key, item)
-                    yield pb.WatchSessionResponse(event=event)
+            with self._quota.hold(current_principal.get().name, query.key):
+                async with contextlib.aclosing(self._hub.follow(query.key, query.after_seq)) as stream:
+                    async for item in stream:
+                        if isinstance(item, Snapshot):
+                            event = convert.snapshot_event(query.key, item.state, item.time, item.resync)
+                        elif query.turn_id and item.turn_id != query.turn_id:
+                            continue
+                        else:
+                            event = convert.event(query.key, item)
+                        yield pb.WatchSessionResponse(event=event)
         except grpc.aio.AbortError:
             raise
+        except WatchLimit as over:
+            await errors.abort(context, errors.limit_exceeded(over.limit, str(over)))
         except WatchOverflow as overflow:
             await errors.abort(context, errors.limit_exceeded("watch_buffer", str(overflow)))
         except WatchClosed as closed:

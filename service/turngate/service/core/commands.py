@@ -1,18 +1,27 @@
-"""What callers ask of a session. Durations are µs; policy values (grace, TTLs) come from settings."""
+"""What callers ask of a session. Durations are µs; policy values (grace, TTLs, bounds) come from
+settings. `principal` is the authenticated caller's name ('' when authentication is off): a turn
+belongs to the principal that admitted it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from turngate.service.core import limits
 from turngate.service.core.enums import ToolCallStatus, TurnOutcome
 
 
 @dataclass(frozen=True, slots=True)
 class Admit:
+    """`active_in_project` is how many of the project's sessions had an active turn when the
+    caller looked; `max_active_in_project` bounds it (0: no bound)."""
+
     turn_id: str
     runner_id: str
     lease_ttl: int
     traceparent: str = ""
+    principal: str = ""
+    active_in_project: int = 0
+    max_active_in_project: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +31,7 @@ class Heartbeat:
     turn_id: str
     generation: int
     lease_ttl: int | None = None
+    principal: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +42,8 @@ class RecordToolCall:
     name: str
     status: ToolCallStatus
     error: str = ""
+    principal: str = ""
+    max_open: int = limits.MAX_OPEN_TOOL_CALLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +52,8 @@ class RecordInteraction:
     generation: int
     interaction_id: str
     kind: str
+    principal: str = ""
+    max_pending: int = limits.MAX_PENDING_INTERACTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +68,7 @@ class Complete:
     generation: int
     outcome: TurnOutcome
     error: str = ""
+    principal: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """decide(state, command, now): every rule of the session state machine, once, with no I/O.
 
 The invariants (DESIGN.md §2) each have a home here:
-I1 single turn and I3 idempotent admission: `_admit`; I2 fencing: `_fenced`; I4 guarded Stop:
+I1 single turn and I3 idempotent admission: `_admit`; I2 fencing: `_fenced` (and a turn's writes
+belong to the principal that admitted it: `_foreign`); I4 guarded Stop:
 `_cancel`/`_stop`; I5 Stop is a request: `_stop_active`; I6 one outcome and I7 nothing left open:
 `_settle`; I8 no resurrection and I10 one clock: `_settle_if_due`, run before every command;
 I9 ordered events: `_Draft.finish`; I12 late approval refused: `_resolve_interaction`.
@@ -217,6 +218,8 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
                 f"turn {cmd.turn_id} is run by another runner",
                 now,
             )
+        if foreign := _foreign(active, cmd.principal):
+            return foreign
         return Admitted(
             active.turn_id, active.generation, active.lease_expires_at, active.lease_ttl // 3, replayed=True
         )
@@ -235,6 +238,8 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
         return _refusal_about(
             active, ErrorReason.SESSION_TURN_IN_USE, f"session is running turn {active.turn_id}", now
         )
+    if cmd.max_active_in_project and cmd.active_in_project >= cmd.max_active_in_project:
+        return _limit("active_sessions_per_project", cmd.max_active_in_project)
     generation = max(state.generation + 1, now)
     turn = ActiveTurn(
         turn_id=cmd.turn_id,
@@ -245,6 +250,7 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
         lease_ttl=cmd.lease_ttl,
         lease_expires_at=now + cmd.lease_ttl,
         traceparent=cmd.traceparent,
+        principal=cmd.principal,
     )
     draft.state = replace(state, active=turn, generation=generation)
     draft.emit(
@@ -284,6 +290,15 @@ def _fenced(state: Session, turn_id: str, generation: int) -> ActiveTurn | None:
     return active
 
 
+def _foreign(turn: ActiveTurn, principal: str) -> Refusal | None:
+    """A refusal when `principal` is not the one the turn was admitted to."""
+    if turn.principal == principal:
+        return None
+    return Refusal(
+        ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL, f"turn {turn.turn_id} was admitted to another principal"
+    )
+
+
 def _recorded_settlement(state: Session, turn_id: str, generation: int) -> SettledTurn | None:
     settled = state.settled(turn_id)
     return settled if settled is not None and settled.generation == generation else None
@@ -297,11 +312,13 @@ def _limit(limit: str, bound: int) -> Refusal:
     return Refusal(ErrorReason.LIMIT_EXCEEDED, f"at most {bound} {limit.replace('_', ' ')}", limit=limit)
 
 
-def _heartbeat(draft: _Draft, cmd: Heartbeat) -> HeartbeatReply:
+def _heartbeat(draft: _Draft, cmd: Heartbeat) -> Reply:
     turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
     if turn is None:
         settled = _recorded_settlement(draft.state, cmd.turn_id, cmd.generation)
         return HeartbeatReply(Directive.ABANDON, settled_outcome=settled.outcome if settled else None)
+    if foreign := _foreign(turn, cmd.principal):
+        return foreign
     turn = replace(turn, lease_expires_at=draft.now + (cmd.lease_ttl or turn.lease_ttl))
     draft.set_active(turn)
     if turn.stop is None:
@@ -313,6 +330,8 @@ def _record_tool_call(draft: _Draft, cmd: RecordToolCall) -> Reply:
     turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
     if turn is None:
         return _not_active(cmd.turn_id)
+    if foreign := _foreign(turn, cmd.principal):
+        return foreign
     opening = cmd.status is ToolCallStatus.OPEN
     existing = turn.tool_calls.get(cmd.call_id)
     if existing is not None:
@@ -323,8 +342,8 @@ def _record_tool_call(draft: _Draft, cmd: RecordToolCall) -> Reply:
         if len(turn.tool_calls) >= limits.MAX_TOOL_CALLS:
             return _limit("tool_calls_per_turn", limits.MAX_TOOL_CALLS)
         open_count = sum(1 for c in turn.tool_calls.values() if c.status is ToolCallStatus.OPEN)
-        if opening and open_count >= limits.MAX_OPEN_TOOL_CALLS:
-            return _limit("open_tool_calls", limits.MAX_OPEN_TOOL_CALLS)
+        if opening and open_count >= cmd.max_open:
+            return _limit("open_tool_calls", cmd.max_open)
         call = ToolCall(cmd.name, cmd.status, draft.now, None if opening else draft.now)
     error = cmd.error if cmd.status is ToolCallStatus.FAILED else ""
     draft.set_active(replace(turn, tool_calls={**turn.tool_calls, cmd.call_id: call}))
@@ -336,14 +355,16 @@ def _record_interaction(draft: _Draft, cmd: RecordInteraction) -> Reply:
     turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
     if turn is None:
         return _not_active(cmd.turn_id)
+    if foreign := _foreign(turn, cmd.principal):
+        return foreign
     existing = turn.interactions.get(cmd.interaction_id)
     if existing is not None:
         return InteractionReply(turn.turn_id, cmd.interaction_id, existing, "", recorded=False)
     if len(turn.interactions) >= limits.MAX_INTERACTIONS:
         return _limit("interactions_per_turn", limits.MAX_INTERACTIONS)
     pending = sum(1 for i in turn.interactions.values() if i.status is InteractionStatus.PENDING)
-    if pending >= limits.MAX_PENDING_INTERACTIONS:
-        return _limit("pending_interactions", limits.MAX_PENDING_INTERACTIONS)
+    if pending >= cmd.max_pending:
+        return _limit("pending_interactions", cmd.max_pending)
     # A stopping turn may not put a new question to anyone: it is recorded already cancelled.
     if turn.phase is TurnPhase.STOPPING:
         interaction = Interaction(cmd.kind, InteractionStatus.CANCELLED, draft.now, draft.now)
@@ -359,6 +380,8 @@ def _complete(draft: _Draft, cmd: Complete) -> Reply:
     if turn is None:
         settled = _recorded_settlement(draft.state, cmd.turn_id, cmd.generation)
         return _not_active(cmd.turn_id) if settled is None else CompleteReply(settled, recorded=False)
+    if foreign := _foreign(turn, cmd.principal):
+        return foreign
     return CompleteReply(_settle(draft, cmd.outcome, SettledBy.RUNNER, cmd.error), recorded=True)
 
 

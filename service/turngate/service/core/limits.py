@@ -1,5 +1,6 @@
 """Bounds the core enforces on one session document, so every write stays small."""
 
+# Defaults of the settings of the same names (commands carry the configured bounds).
 MAX_OPEN_TOOL_CALLS = 1024
 MAX_PENDING_INTERACTIONS = 256
 # Closed calls stay in the document until settlement (for idempotent records), so the total is bounded too.

@@ -12,7 +12,8 @@ from turngate.service.core.replies import CancelReply
 
 @dataclass(frozen=True, slots=True)
 class ActiveTurn:
-    """The turn holding the session. `traceparent` is the admitting request's W3C trace context."""
+    """The turn holding the session. `traceparent` is the admitting request's W3C trace context;
+    `principal` the authenticated caller that admitted it, the only one that may write to it."""
 
     turn_id: str
     runner_id: str
@@ -25,6 +26,7 @@ class ActiveTurn:
     tool_calls: Mapping[str, ToolCall] = field(default_factory=dict)
     interactions: Mapping[str, Interaction] = field(default_factory=dict)
     traceparent: str = ""
+    principal: str = ""
 
     def deadline(self) -> int:
         """The earliest instant at which the clock settles this turn."""

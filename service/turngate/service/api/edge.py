@@ -1,0 +1,122 @@
+"""The edge every turngate RPC passes first, in this order: authentication (bearer token →
+principal, else UNAUTHENTICATED), the role the RPC needs (else PERMISSION_DENIED), a decodable
+request (else INVALID_ARGUMENT), the project the request names (else PERMISSION_DENIED), and a
+default deadline for unary calls whose caller set none. Nothing is read or changed before all of
+them pass."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, cast
+
+import grpc
+from google.protobuf.message import Message
+
+from turngate.service.api import errors
+from turngate.service.api.decoding import Undecodable
+from turngate.service.api.parse import InvalidArgument
+from turngate.service.auth import access
+from turngate.service.auth.principals import ANONYMOUS, Principal, Tokens
+
+log = logging.getLogger("turngate.auth")
+
+Context = grpc.aio.ServicerContext[Any, Any]
+Unary = Callable[[Any, Context], Awaitable[Any]]
+Streaming = Callable[[Any, Context], AsyncIterator[Any]]
+
+# The caller of the RPC being served. Each RPC is served in its own task, whose context this
+# is set in, so it never leaks into another RPC.
+current_principal: ContextVar[Principal] = ContextVar("turngate_principal", default=ANONYMOUS)
+
+_BEARER = "bearer "
+_MAX_TOKEN = 4096
+
+
+class Gatekeeper:
+    """Whom tokens name; `tokens` None means authentication is off (every caller is ANONYMOUS).
+    Replaced whole on reload, so a call sees either the old table or the new one."""
+
+    def __init__(self, tokens: Tokens | None) -> None:
+        self.tokens = tokens
+
+    def authenticate(self, context: Context) -> Principal | None:
+        tokens = self.tokens
+        if tokens is None:
+            return ANONYMOUS
+        values = [value for key, value in context.invocation_metadata() or () if key == "authorization"]
+        if len(values) != 1 or not isinstance(values[0], str):
+            return None
+        header = values[0]
+        if len(header) > _MAX_TOKEN or header[: len(_BEARER)].lower() != _BEARER:
+            return None
+        return tokens.identify(header[len(_BEARER) :].strip())
+
+
+class Edge(grpc.aio.ServerInterceptor):
+    def __init__(self, gatekeeper: Gatekeeper, rpc_timeout: float) -> None:
+        self._gatekeeper = gatekeeper
+        self._rpc_timeout = rpc_timeout
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or access.is_open(method):
+            return handler
+        # grpc's handlers are namedtuples: the wrapped behavior replaces the original.
+        replaced: Any = handler
+        if replaced.unary_unary is not None:
+            replaced = replaced._replace(unary_unary=self._unary(method, replaced.unary_unary))
+        elif replaced.unary_stream is not None:
+            replaced = replaced._replace(unary_stream=self._streaming(method, replaced.unary_stream))
+        return cast("grpc.RpcMethodHandler[Any, Any]", replaced)
+
+    def _unary(self, method: str, behavior: Unary) -> Unary:
+        async def admitted(request: Any, context: Context) -> Any:
+            await self._admit(method, request, context)
+            if context.time_remaining() is not None:
+                return await behavior(request, context)
+            try:
+                async with asyncio.timeout(self._rpc_timeout):
+                    return await behavior(request, context)
+            except TimeoutError:
+                await errors.abort(
+                    context, errors.deadline_exceeded(f"no answer within {self._rpc_timeout:g}s")
+                )
+
+        return admitted
+
+    def _streaming(self, method: str, behavior: Streaming) -> Streaming:
+        async def admitted(request: Any, context: Context) -> AsyncIterator[Any]:
+            await self._admit(method, request, context)
+            async for response in behavior(request, context):
+                yield response
+
+        return admitted
+
+    async def _admit(self, method: str, request: Message | Undecodable, context: Context) -> None:
+        principal = self._gatekeeper.authenticate(context)
+        if principal is None:
+            log.warning("refused %s: missing or unknown bearer token from %s", method, context.peer())
+            await errors.abort(
+                context, errors.unauthenticated("a valid bearer token is required (authorization metadata)")
+            )
+        denial = access.role_denial(principal, method)
+        if denial is None and isinstance(request, Undecodable):
+            await errors.abort(
+                context,
+                errors.bad_request(InvalidArgument([("", f"is not a valid {request.message} message")])),
+            )
+        if denial is None:
+            assert not isinstance(request, Undecodable)
+            denial = access.project_denial(principal, request)
+        if denial is not None:
+            log.warning("refused %s: %s", method, denial)
+            await errors.abort(context, errors.permission_denied(denial))
+        current_principal.set(principal)

@@ -1,0 +1,1 @@
+"""Who a caller is (bearer tokens) and what it may do (roles, projects)."""

@@ -1,0 +1,133 @@
+"""Principals and the tokens file that names them.
+
+A tokens file (TOML, or JSON when its name ends in `.json`) lists principals; each carries the
+SHA-256 of its token, never the token itself:
+
+    [[principals]]
+    name = "runner-eu"
+    token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    roles = ["runner"]
+    projects = ["acme"]          # or "*" for every project
+
+A principal may appear several times with different tokens (rotation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from turngate.service.api.parse import ID_PATTERN
+
+ALL_PROJECTS = "*"
+
+
+class Role(StrEnum):
+    RUNNER = "runner"
+    GATEWAY = "gateway"
+    WATCHER = "watcher"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller. `projects` None means every project."""
+
+    name: str
+    roles: frozenset[Role]
+    projects: frozenset[str] | None
+
+    def may_act_on(self, project_id: str) -> bool:
+        return self.projects is None or project_id in self.projects
+
+
+# With no tokens file every caller is this one: any role, any project (loopback only, or --insecure).
+ANONYMOUS = Principal("", frozenset(Role), None)
+
+
+class TokensFileError(Exception):
+    """The tokens file is missing, unreadable or invalid; the message names the problem."""
+
+
+_Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+_Name = Annotated[str, Field(pattern=f"^{ID_PATTERN}$")]
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: _Name
+    token_sha256: _Digest
+    roles: Annotated[list[Role], Field(min_length=1)]
+    projects: Literal["*"] | Annotated[list[_Name | Literal["*"]], Field(min_length=1)]
+
+    def principal(self) -> Principal:
+        projects = [self.projects] if isinstance(self.projects, str) else self.projects
+        every = ALL_PROJECTS in projects
+        return Principal(self.name, frozenset(self.roles), None if every else frozenset(projects))
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    principals: list[_Entry]
+
+
+def token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class Tokens:
+    """The known tokens' digests and whom each names."""
+
+    def __init__(self, entries: Iterable[tuple[bytes, Principal]]) -> None:
+        self._entries = tuple(entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def identify(self, token: str) -> Principal | None:
+        """The principal of `token`, comparing its digest with every entry in constant time: how
+        long this takes does not depend on which entry, or how much of one, matched."""
+        digest = token_digest(token)
+        found: Principal | None = None
+        for known, principal in self._entries:
+            if hmac.compare_digest(known, digest):
+                found = principal
+        return found
+
+
+def load_tokens(path: Path) -> Tokens:
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise TokensFileError(f"cannot read tokens file {path}: {error.strerror}") from error
+    try:
+        data = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
+        parsed = _File.model_validate(data)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise TokensFileError(f"tokens file {path} is invalid: {_describe(error)}") from error
+    digests = [entry.token_sha256 for entry in parsed.principals]
+    if len(set(digests)) != len(digests):
+        raise TokensFileError(f"tokens file {path} lists the same token_sha256 twice")
+    return Tokens((bytes.fromhex(entry.token_sha256), entry.principal()) for entry in parsed.principals)
+
+
+def _describe(error: ValueError | UnicodeDecodeError) -> str:
+    """Where and what, never the offending value (it may be a secret pasted in the wrong field)."""
+    if isinstance(error, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()
+        )
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8"
+    return str(error).split("\n", 1)[0]
