@@ -17,7 +17,6 @@ from google.protobuf.message import Message
 
 from turngate.service.api import errors
 from turngate.service.api.decoding import Undecodable
-from turngate.service.api.parse import InvalidArgument
 from turngate.service.auth import access
 from turngate.service.auth.principals import ANONYMOUS, Principal, Tokens
 
@@ -109,10 +108,7 @@ class Edge(grpc.aio.ServerInterceptor):
             )
         denial = access.role_denial(principal, method)
         if denial is None and isinstance(request, Undecodable):
-            await errors.abort(
-                context,
-                errors.bad_request(InvalidArgument([("", f"is not a valid {request.message} message")])),
-            )
+            await errors.abort(context, errors.undecodable(request.message))
         if denial is None:
             assert not isinstance(request, Undecodable)
             denial = access.project_denial(principal, request)

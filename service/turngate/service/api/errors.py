@@ -115,6 +115,18 @@ def deadline_exceeded(message: str) -> grpc.Status:
     return _status(code_pb2.DEADLINE_EXCEEDED, message)
 
 
+def undecodable(message_name: str) -> grpc.Status:
+    """For bytes that do not decode as the request message (e.g. a string that is not UTF-8)."""
+    problem = f"is not a valid {message_name} (protobuf wire format, strings in UTF-8)"
+    return _status(
+        code_pb2.INVALID_ARGUMENT,
+        f"the request {problem}",
+        error_details_pb2.BadRequest(
+            field_violations=[error_details_pb2.BadRequest.FieldViolation(field="", description=problem)]
+        ),
+    )
+
+
 def not_found(message: str) -> grpc.Status:
     return _status(code_pb2.NOT_FOUND, message)
 

@@ -1,0 +1,96 @@
+"""The principals of the security tests, the tokens file naming them, and clients that present
+a principal's bearer token on every call."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from tests.e2e.servers import Client, client_for
+
+PROJECT_A = "p-sec-a"
+PROJECT_B = "p-sec-b"
+
+
+@dataclass(frozen=True)
+class Named:
+    name: str
+    roles: tuple[str, ...]
+    projects: tuple[str, ...] | str
+
+    @property
+    def token(self) -> str:
+        return f"tok-{self.name}-0123456789abcdef"
+
+
+RUNNER_A = Named("runner-a", ("runner",), (PROJECT_A,))
+RUNNER_A2 = Named("runner-a2", ("runner",), (PROJECT_A,))
+GATEWAY_A = Named("gateway-a", ("gateway",), (PROJECT_A,))
+WATCHER_A = Named("watcher-a", ("watcher",), (PROJECT_A,))
+ADMIN = Named("admin", ("admin",), "*")
+RUNNER_B = Named("runner-b", ("runner",), (PROJECT_B,))
+GATEWAY_B = Named("gateway-b", ("gateway",), (PROJECT_B,))
+EVERYONE = (RUNNER_A, RUNNER_A2, GATEWAY_A, WATCHER_A, ADMIN, RUNNER_B, GATEWAY_B)
+
+
+def tokens_toml(principals: tuple[Named, ...] = EVERYONE) -> str:
+    entries = []
+    for named in principals:
+        projects = '"*"' if named.projects == "*" else "[" + ", ".join(f'"{p}"' for p in named.projects) + "]"
+        roles = ", ".join(f'"{role}"' for role in named.roles)
+        digest = hashlib.sha256(named.token.encode()).hexdigest()
+        entries.append(
+            f'[[principals]]\nname = "{named.name}"\ntoken_sha256 = "{digest}"\n'
+            f"roles = [{roles}]\nprojects = {projects}\n"
+        )
+    return "\n".join(entries)
+
+
+def write_tokens(path: Path, principals: tuple[Named, ...] = EVERYONE) -> Path:
+    path.write_text(tokens_toml(principals))
+    return path
+
+
+def _with_token(details: Any, header: str) -> Any:
+    return details._replace(metadata=[*(details.metadata or ()), ("authorization", header)])
+
+
+# grpc.aio files an interceptor under the first kind it is, so each kind needs its own object.
+class _UnaryBearer(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self, header: str) -> None:
+        self._header = header
+
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return await continuation(_with_token(details, self._header), request)
+
+
+class _StreamBearer(grpc.aio.UnaryStreamClientInterceptor):
+    def __init__(self, header: str) -> None:
+        self._header = header
+
+    async def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return await continuation(_with_token(details, self._header), request)
+
+
+@asynccontextmanager
+async def client_as(port: int, header: str | None) -> AsyncIterator[Client]:
+    """A client of the server on `port` sending `header` as its authorization (None: nothing)."""
+    interceptors: list[grpc.aio.ClientInterceptor] = (
+        [] if header is None else [_UnaryBearer(header), _StreamBearer(header)]
+    )
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", interceptors=interceptors) as channel:
+        yield client_for(channel)
+
+
+def bearer(named: Named) -> str:
+    return f"Bearer {named.token}"
