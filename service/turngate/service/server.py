@@ -184,6 +184,8 @@ def _grpc_options(settings: Settings) -> list[tuple[str, int]]:
         # Ping every connection, busy or idle; one that does not answer is closed, ending its calls.
         ("grpc.keepalive_time_ms", round(settings.keepalive_time * 1000)),
         ("grpc.keepalive_timeout_ms", round(settings.keepalive_timeout * 1000)),
+        # grpc-core times every unanswered ping with this one (default 60 s), keepalive's included.
+        ("grpc.http2.ping_timeout_ms", round(settings.keepalive_timeout * 1000)),
         ("grpc.keepalive_permit_without_calls", 1),
         # Clients (the SDK) may ping as often as every 10 s without being told to go away.
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),

@@ -183,6 +183,7 @@ def _settle(draft: _Draft, outcome: TurnOutcome, settled_by: SettledBy, error: s
         stop_requested=turn.stop is not None,
         stop_reason=turn.stop.reason if turn.stop else "",
         error=error,
+        principal=turn.principal,
     )
     draft.emit(TurnSettled(settled, tuple(interrupted), cancelled, turn.traceparent))
     recent = (*draft.state.recent, settled)[-limits.RECENT_TURNS :]
@@ -290,7 +291,7 @@ def _fenced(state: Session, turn_id: str, generation: int) -> ActiveTurn | None:
     return active
 
 
-def _foreign(turn: ActiveTurn, principal: str) -> Refusal | None:
+def _foreign(turn: ActiveTurn | SettledTurn, principal: str) -> Refusal | None:
     """A refusal when `principal` is not the one the turn was admitted to."""
     if turn.principal == principal:
         return None
@@ -316,7 +317,11 @@ def _heartbeat(draft: _Draft, cmd: Heartbeat) -> Reply:
     turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
     if turn is None:
         settled = _recorded_settlement(draft.state, cmd.turn_id, cmd.generation)
-        return HeartbeatReply(Directive.ABANDON, settled_outcome=settled.outcome if settled else None)
+        if settled is None:
+            return HeartbeatReply(Directive.ABANDON)
+        return _foreign(settled, cmd.principal) or HeartbeatReply(
+            Directive.ABANDON, settled_outcome=settled.outcome
+        )
     if foreign := _foreign(turn, cmd.principal):
         return foreign
     turn = replace(turn, lease_expires_at=draft.now + (cmd.lease_ttl or turn.lease_ttl))
@@ -379,7 +384,9 @@ def _complete(draft: _Draft, cmd: Complete) -> Reply:
     turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
     if turn is None:
         settled = _recorded_settlement(draft.state, cmd.turn_id, cmd.generation)
-        return _not_active(cmd.turn_id) if settled is None else CompleteReply(settled, recorded=False)
+        if settled is None:
+            return _not_active(cmd.turn_id)
+        return _foreign(settled, cmd.principal) or CompleteReply(settled, recorded=False)
     if foreign := _foreign(turn, cmd.principal):
         return foreign
     return CompleteReply(_settle(draft, cmd.outcome, SettledBy.RUNNER, cmd.error), recorded=True)

@@ -51,3 +51,4 @@ class SettledTurn:
     stop_requested: bool = False
     stop_reason: str = ""
     error: str = ""
+    principal: str = ""

@@ -1,0 +1,235 @@
+"""Authentication and authorization through real calls: every role against every RPC (the
+matrix is generated from the contract), missing and wrong tokens, project isolation, and a
+turn's writes reserved to the principal that admitted it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+
+from tests.e2e.calls import admit, assert_reason, refused, state_of
+from tests.security.principals import (
+    ADMIN,
+    GATEWAY_A,
+    GATEWAY_B,
+    PROJECT_A,
+    PROJECT_B,
+    RUNNER_A,
+    RUNNER_A2,
+    WATCHER_A,
+    bearer,
+    client_as,
+)
+from turngate.service.auth.access import ROLES
+from turngate.service.server import TurngateServer
+from turngate.service.store.base import SessionKey
+from turngate.service.store.codec import dump_session
+from turngate.v1 import turngate_pb2 as pb
+
+DENIED = {grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED}
+LEASE = pb.TurnLease(
+    session=pb.SessionRef(project_id=PROJECT_A, session_id="s-matrix"), turn_id="t1", generation=1
+)
+SESSION = LEASE.session
+
+# One well-formed request per RPC, on project A.
+SAMPLES: dict[str, Callable[[], Message]] = {
+    "AdmitTurn": lambda: pb.AdmitTurnRequest(
+        session=SESSION, turn_id=f"t-{uuid.uuid4().hex[:8]}", runner_id="r"
+    ),
+    "Heartbeat": lambda: pb.HeartbeatRequest(lease=LEASE),
+    "RecordToolCall": lambda: pb.RecordToolCallRequest(
+        lease=LEASE, call_id="c1", name="search", status=pb.TOOL_CALL_STATUS_OPEN
+    ),
+    "RecordInteraction": lambda: pb.RecordInteractionRequest(
+        lease=LEASE, interaction_id="i1", kind="approval"
+    ),
+    "CompleteTurn": lambda: pb.CompleteTurnRequest(lease=LEASE, outcome=pb.TURN_OUTCOME_COMPLETED),
+    "CancelTurn": lambda: pb.CancelTurnRequest(session=SESSION, expected_turn_id="t-never"),
+    "ResolveInteraction": lambda: pb.ResolveInteractionRequest(
+        session=SESSION, interaction_id="i1", resolution="y"
+    ),
+    "WatchSession": lambda: pb.WatchSessionRequest(session=SESSION),
+    "GetSession": lambda: pb.GetSessionRequest(session=SESSION),
+    "GetTurn": lambda: pb.GetTurnRequest(session=SESSION, turn_id="t1"),
+    "ListTurns": lambda: pb.ListTurnsRequest(session=SESSION),
+    "ListActiveSessions": lambda: pb.ListActiveSessionsRequest(project_id=PROJECT_A),
+}
+ROLE_HOLDERS = {"runner": RUNNER_A, "gateway": GATEWAY_A, "watcher": WATCHER_A, "admin": ADMIN}
+MATRIX = [(role, method) for role in ROLE_HOLDERS for method in sorted(ROLES)]
+
+
+def short(method: str) -> str:
+    return method.rsplit("/", 1)[1]
+
+
+async def call(port: int, header: str | None, method: str, request: Message) -> grpc.StatusCode:
+    """The status of one call (OK also for a stream whose first message arrived)."""
+    async with client_as(port, header) as client:
+        service = {"Admission": client.admission, "Control": client.control, "Session": client.sessions}
+        stub = service[method.split(".")[-1].split("Service/")[0]]
+        rpc = getattr(stub, short(method))
+        try:
+            if short(method) == "WatchSession":
+                stream = rpc(request)
+                await stream.read()
+                stream.cancel()
+            else:
+                await rpc(request, timeout=5)
+        except grpc.aio.AioRpcError as error:
+            return error.code()
+    return grpc.StatusCode.OK
+
+
+def test_the_matrix_covers_every_rpc_of_the_contract() -> None:
+    assert {short(method) for method in ROLES} == set(SAMPLES)
+    assert len(ROLES) == sum(len(s.methods) for s in pb.DESCRIPTOR.services_by_name.values())
+
+
+@pytest.mark.parametrize(("role", "method"), MATRIX, ids=[f"{r}-{short(m)}" for r, m in MATRIX])
+async def test_each_role_against_each_rpc_is_allowed_or_permission_denied(
+    guarded: TurngateServer, role: str, method: str
+) -> None:
+    code = await call(guarded.port, bearer(ROLE_HOLDERS[role]), method, SAMPLES[short(method)]())
+    if role in ROLES[method]:
+        assert code not in DENIED, f"{role} must be allowed {short(method)}"
+    else:
+        assert code is grpc.StatusCode.PERMISSION_DENIED, f"{role} must be denied {short(method)}"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "Bearer not-a-known-token", f"Basic {RUNNER_A.token}", "Bearer", "Bearer " + "x" * 5000],
+    ids=["missing", "unknown", "not-bearer", "empty", "huge"],
+)
+@pytest.mark.parametrize("method", sorted(ROLES), ids=short)
+async def test_no_or_wrong_token_is_unauthenticated_on_every_rpc(
+    guarded: TurngateServer, header: str | None, method: str
+) -> None:
+    assert (
+        await call(guarded.port, header, method, SAMPLES[short(method)]()) is grpc.StatusCode.UNAUTHENTICATED
+    )
+
+
+async def test_health_needs_no_token(guarded: TurngateServer) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{guarded.port}") as channel:
+        reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def document(server: TurngateServer, session: pb.SessionRef) -> bytes:
+    return dump_session(await server.store.load(SessionKey(session.project_id, session.session_id)))
+
+
+async def test_i11_a_gateway_of_project_a_cannot_stop_watch_or_read_project_b_and_b_is_unchanged(
+    guarded: TurngateServer,
+) -> None:
+    shared = f"s-{uuid.uuid4().hex[:12]}"
+    theirs = pb.SessionRef(project_id=PROJECT_B, session_id=shared)
+    async with client_as(guarded.port, bearer(ADMIN)) as admin:
+        await admit(admin, theirs, "t-b", "r-b")
+        await admin.admission.RecordInteraction(
+            pb.RecordInteractionRequest(
+                lease=(await admit(admin, theirs, "t-b", "r-b")).lease, interaction_id="i1", kind="approval"
+            )
+        )
+        before = (await document(guarded, theirs), await state_of(admin, theirs, "t-b"))
+
+    attempts: list[tuple[str, Message]] = [
+        ("/turngate.v1.ControlService/CancelTurn", pb.CancelTurnRequest(session=theirs, force=True)),
+        (
+            "/turngate.v1.ControlService/CancelTurn",
+            pb.CancelTurnRequest(session=theirs, expected_turn_id="t-b"),
+        ),
+        (
+            "/turngate.v1.ControlService/ResolveInteraction",
+            pb.ResolveInteractionRequest(session=theirs, interaction_id="i1", resolution="approved"),
+        ),
+        ("/turngate.v1.SessionService/WatchSession", pb.WatchSessionRequest(session=theirs)),
+        ("/turngate.v1.SessionService/GetSession", pb.GetSessionRequest(session=theirs)),
+        ("/turngate.v1.SessionService/GetTurn", pb.GetTurnRequest(session=theirs, turn_id="t-b")),
+        ("/turngate.v1.SessionService/ListTurns", pb.ListTurnsRequest(session=theirs)),
+        (
+            "/turngate.v1.SessionService/ListActiveSessions",
+            pb.ListActiveSessionsRequest(project_id=PROJECT_B),
+        ),
+    ]
+    for method, request in attempts:
+        code = await call(guarded.port, bearer(GATEWAY_A), method, request)
+        assert code is grpc.StatusCode.PERMISSION_DENIED, short(method)
+
+    async with client_as(guarded.port, bearer(ADMIN)) as admin:
+        after = (await document(guarded, theirs), await state_of(admin, theirs, "t-b"))
+    assert after == before, "project B's session changed"
+    # Their own gateway still can.
+    code = await call(
+        guarded.port,
+        bearer(GATEWAY_B),
+        "/turngate.v1.ControlService/CancelTurn",
+        pb.CancelTurnRequest(session=theirs),
+    )
+    assert code is grpc.StatusCode.OK
+
+
+async def test_turn_held_by_other_principal_r2_cannot_heartbeat_record_or_complete_r1s_turn(
+    guarded: TurngateServer,
+) -> None:
+    session = pb.SessionRef(project_id=PROJECT_A, session_id=f"s-{uuid.uuid4().hex[:12]}")
+    async with (
+        client_as(guarded.port, bearer(RUNNER_A)) as r1,
+        client_as(guarded.port, bearer(RUNNER_A2)) as r2,
+    ):
+        lease = (await admit(r1, session, "t1", "runner-process")).lease
+        before = await document(guarded, session)
+        writes: list[Awaitable[object]] = [
+            r2.admission.Heartbeat(pb.HeartbeatRequest(lease=lease)),
+            r2.admission.RecordToolCall(
+                pb.RecordToolCallRequest(lease=lease, call_id="c1", name="x", status=pb.TOOL_CALL_STATUS_OPEN)
+            ),
+            r2.admission.RecordInteraction(
+                pb.RecordInteractionRequest(lease=lease, interaction_id="i1", kind="k")
+            ),
+            r2.admission.CompleteTurn(pb.CompleteTurnRequest(lease=lease, outcome=pb.TURN_OUTCOME_FAILED)),
+        ]
+        for write in writes:
+            assert_reason(await refused(write), "TURN_HELD_BY_OTHER_PRINCIPAL")
+        # The same turn id and runner id, replayed by another principal, is not the same admission.
+        replay = await refused(admit(r2, session, "t1", "runner-process"))
+        assert_reason(replay, "TURN_HELD_BY_OTHER_PRINCIPAL", admission=True)
+        assert await document(guarded, session) == before
+        reply = await r1.admission.CompleteTurn(
+            pb.CompleteTurnRequest(lease=lease, outcome=pb.TURN_OUTCOME_COMPLETED)
+        )
+        assert reply.recorded
+
+
+async def test_turn_held_by_other_principal_foreign_completions_racing_the_owner_are_all_refused(
+    guarded: TurngateServer,
+) -> None:
+    session = pb.SessionRef(project_id=PROJECT_A, session_id=f"s-{uuid.uuid4().hex[:12]}")
+    async with (
+        client_as(guarded.port, bearer(RUNNER_A)) as r1,
+        client_as(guarded.port, bearer(RUNNER_A2)) as r2,
+    ):
+        lease = (await admit(r1, session, "t1", "r")).lease
+        foreign = [
+            r2.admission.CompleteTurn(pb.CompleteTurnRequest(lease=lease, outcome=pb.TURN_OUTCOME_FAILED))
+            for _ in range(20)
+        ]
+        owner = r1.admission.CompleteTurn(
+            pb.CompleteTurnRequest(lease=lease, outcome=pb.TURN_OUTCOME_COMPLETED)
+        )
+        # The owner's completion lands among the foreign ones, before, between or after them.
+        first, *others = await asyncio.gather(owner, *foreign, return_exceptions=True)
+    assert isinstance(first, pb.CompleteTurnResponse)
+    assert (first.recorded, first.turn.outcome) == (True, pb.TURN_OUTCOME_COMPLETED)
+    codes = {other.code() for other in others if isinstance(other, grpc.aio.AioRpcError)}
+    assert (len(codes), codes) == (1, {grpc.StatusCode.PERMISSION_DENIED})
+    assert len(others) == 20
