@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from functools import partial
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -174,6 +175,10 @@ async def test_a_call_without_a_deadline_gets_the_default_deadline_and_others_go
             server.store.before_write = None
 
 
+def no_watchers(server: TurngateServer) -> bool:
+    return server.hub.watchers == 0
+
+
 async def test_keepalive_drops_a_peer_that_stopped_answering(tmp_path: Path) -> None:
     settings = settings_for(str(tmp_path), keepalive_time=1.0, keepalive_timeout=0.5)
     freezer = Freezer()
@@ -185,5 +190,5 @@ async def test_keepalive_drops_a_peer_that_stopped_answering(tmp_path: Path) -> 
             stream = await opened(client_for(channel), fresh("p-keepalive"))
             assert server.hub.watchers == 1
             freezer.freeze()
-            await eventually(lambda hub=server.hub: hub.watchers == 0)
+            await eventually(partial(no_watchers, server))
             stream.cancel()
