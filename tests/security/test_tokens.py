@@ -169,3 +169,23 @@ async def test_sighup_reloads_the_tokens_file_without_dropping_connections(tmp_p
     log = await asyncio.to_thread((tmp_path / f"serve-{port}.log").read_text)
     assert "tokens reloaded: 2" in log
     assert "kept the current tokens" in log
+
+
+def test_turngate_token_prints_an_entry_that_names_the_new_token(tmp_path: Path) -> None:
+    made = run_cli(
+        tmp_path, "token", "runner-eu", "--role", "runner", "--project", "acme", "--project", "beta"
+    )
+    assert made.returncode == 0, made.stderr
+    token = made.stderr.rsplit(": ", 1)[1].strip()
+    path = tmp_path / "tokens.toml"
+    path.write_text(made.stdout)
+    assert load_tokens(path).identify(token) == Principal(
+        "runner-eu", frozenset({Role.RUNNER}), frozenset({"acme", "beta"})
+    )
+    assert token not in made.stdout, "the file keeps only the digest"
+
+
+def test_turngate_token_refuses_a_bad_name_with_usage(tmp_path: Path) -> None:
+    made = run_cli(tmp_path, "token", "bad name", "--role", "runner", "--project", "*")
+    assert made.returncode == 2
+    assert "invalid token entry: name" in made.stderr

@@ -60,6 +60,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     _store_flags(project_cmd)
     _metrics_flag(project_cmd)
+    token_cmd = commands.add_parser(
+        "token",
+        help="make a new token: its tokens-file entry goes to stdout, the token itself to stderr",
+    )
+    token_cmd.add_argument("name", help="the principal's name")
+    token_cmd.add_argument(
+        "--role", action="append", required=True, choices=["runner", "gateway", "watcher", "admin"]
+    )
+    token_cmd.add_argument("--project", action="append", required=True, help="a project id, or '*' for all")
     operate.add_commands(commands)
     return parser
 
@@ -112,12 +121,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in operate.COMMANDS:
         return operate.run(args)
+    if args.command == "token":
+        return _issue_token(args.name, args.role, args.project)
     try:
         settings = _settings(args)
     except ValidationError as error:
         print(f"turngate: {describe(error)}", file=sys.stderr)
         return EXIT_USAGE
     return _run_service(args.command, settings)
+
+
+def _issue_token(name: str, roles: list[str], projects: list[str]) -> int:
+    from turngate.service.auth.issue import entry_for, new_token
+
+    token = new_token()
+    try:
+        entry = entry_for(token, name, roles, projects)
+    except ValidationError as error:
+        print(f"turngate: {describe(error, 'token entry')}", file=sys.stderr)
+        return EXIT_USAGE
+    print(entry, end="")
+    print(f"# the token of {name} (shown once; only its digest is kept): {token}", file=sys.stderr)
+    return 0
 
 
 def _run_service(command: str, settings: Settings) -> int:

@@ -150,8 +150,8 @@ def host_and_port(address: str) -> tuple[str, int]:
     return ("0.0.0.0" if host == "*" else host.strip("[]")), int(port)
 
 
-def describe(error: ValidationError) -> str:
-    """One line naming every bad setting, for a refusal to start."""
+def describe(error: ValidationError, what: str = "settings") -> str:
+    """One line naming every bad setting (or field of `what`), for a refusal to start."""
     parts = []
     for item in error.errors():
         name = ".".join(str(p) for p in item["loc"]) or "settings"
@@ -159,4 +159,4 @@ def describe(error: ValidationError) -> str:
         shown = "" if name in ("store", "ledger", "settings") else repr(item.get("input"))
         message = item["msg"].removeprefix("Value error, ")
         parts.append(f"{name}{'=' + shown if shown and len(shown) <= 40 else ''}: {message}")
-    return "invalid settings: " + "; ".join(parts)
+    return f"invalid {what}: " + "; ".join(parts)

@@ -62,7 +62,7 @@ _Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 _Name = Annotated[str, Field(pattern=f"^{ID_PATTERN}$")]
 
 
-class _Entry(BaseModel):
+class Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: _Name
@@ -79,7 +79,7 @@ class _Entry(BaseModel):
 class _File(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    principals: list[_Entry]
+    principals: list[Entry]
 
 
 def token_digest(token: str) -> bytes:
