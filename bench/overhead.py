@@ -1,14 +1,16 @@
-"""What telemetry costs turngate: `python bench/telemetry_overhead.py` (about a minute).
+"""What telemetry and security cost turngate: `python bench/overhead.py` (about two minutes).
 
-Starts, each in its own process, `turngate serve` on an embedded SQLite store four times: with no
-OTEL_* variable (telemetry off: nothing is exported, no span is started; a log line per event, as
-by default), the same at TURNGATE_LOG_LEVEL=WARNING (not even the event log lines), with an OTLP
-endpoint (every span, and metrics every 10 s, exported over gRPC to `otlp_sink.py`, a process that
-drops them), and with `--metrics-listen` alone (metrics kept for a Prometheus scrape, no spans).
-One client times sequential AdmitTurn calls (a new session each) and Heartbeats against each in
-turn, round after round (each round starting with the next server), so that drift on the machine
-spreads over all of them; the server's CPU
-per call is read from /proc. `--store redis://…` measures redis mode instead (each server with a
+Starts, each in its own process, `turngate serve` on an embedded SQLite store six times: with no
+OTEL_* variable and no tokens file (telemetry off: nothing is exported, no span is started; a
+log line per event, as by default; no authentication), the same at TURNGATE_LOG_LEVEL=WARNING
+(not even the event log lines), with an OTLP endpoint (every span, and metrics every 10 s,
+exported over gRPC to `otlp_sink.py`, a process that drops them), with `--metrics-listen` alone
+(metrics kept for a Prometheus scrape, no spans), with a tokens file of 100 principals (every
+call carries a bearer token, checked against all of them), and with tokens over TLS (a
+certificate made by `openssl` for the run). One client times sequential AdmitTurn calls (a new
+session each) and Heartbeats against each in turn, round after round (each round starting with
+the next server), so that drift on the machine spreads over all of them; the server's CPU per
+call is read from /proc. `--store redis://…` measures redis mode instead (each server with a
 SQLite ledger and a Redis key prefix of its own, deleted at the end).
 """
 
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -27,6 +31,8 @@ from pathlib import Path
 
 import grpc
 from redis.asyncio import Redis
+
+from turngate.client.auth import bearer_interceptors
 
 from environment import (
     ServerProcess,
@@ -43,6 +49,8 @@ from rpcs import Caller, Stubs
 from servers import TURNGATE, turngate_serving
 
 HERE = Path(__file__).resolve().parent
+TOKEN = "bench-token-of-the-last-principal"
+PRINCIPALS = 100
 SERVE_FLAGS = ("--lease-ttl", "3600", "--stop-grace", "3600")
 OPERATIONS: tuple[tuple[str, Callable[[Caller], Iterator[Call]]], ...] = (
     ("AdmitTurn", Caller.admits),
@@ -68,15 +76,34 @@ class Variant:
         return Latency(self.samples[operation], {"server": self.cpu[operation]})
 
 
+@dataclass(frozen=True)
+class Config:
+    """How one server is started and reached."""
+
+    name: str
+    env: dict[str, str] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    token: str | None = None
+    # The PEM certificate to trust: the channel is TLS when set.
+    trust: bytes | None = None
+
+
 async def start(
-    stack: AsyncExitStack, name: str, log: Path, env: dict[str, str], flags: list[str]
+    stack: AsyncExitStack, config: Config, log: Path, env: dict[str, str], flags: list[str]
 ) -> Variant:
     port = free_port()
-    argv = [TURNGATE, "serve", "--listen", f"127.0.0.1:{port}", *SERVE_FLAGS, *flags]
-    process = await ServerProcess.start(name, argv, env, log)
+    argv = [TURNGATE, "serve", "--listen", f"127.0.0.1:{port}", *SERVE_FLAGS, *flags, *config.flags]
+    process = await ServerProcess.start(config.name, argv, {**env, **config.env}, log)
     stack.push_async_callback(process.stop)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    target = f"localhost:{port}" if config.trust else f"127.0.0.1:{port}"
+    interceptors = [] if config.token is None else bearer_interceptors(config.token)
+    if config.trust is None:
+        channel = grpc.aio.insecure_channel(target, interceptors=interceptors)
+    else:
+        credentials = grpc.ssl_channel_credentials(root_certificates=config.trust)
+        channel = grpc.aio.secure_channel(target, credentials, interceptors=interceptors)
     stack.push_async_callback(channel.close)
+    name = config.name
 
     async def ready() -> bool:
         process.check_alive()
@@ -87,7 +114,7 @@ async def start(
 
 
 async def run(options: argparse.Namespace) -> None:
-    logs = Path(tempfile.mkdtemp(prefix="turngate-telemetry-"))
+    logs = Path(tempfile.mkdtemp(prefix="turngate-overhead-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TURNGATE_", "OTEL_"))}
     print(f"load average at start: {load_average()}; logs in {logs}", file=sys.stderr)
     async with AsyncExitStack() as stack:
@@ -99,19 +126,27 @@ async def run(options: argparse.Namespace) -> None:
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
             "OTEL_METRIC_EXPORT_INTERVAL": "10000",
         }
+        tokens = _tokens_file(logs / "tokens.toml")
+        cert, key = _certificate(logs)
+        secured = ["--auth-file", str(tokens)]
         configs = [
-            ("off", {}, []),
-            ("off, no event logs", {"TURNGATE_LOG_LEVEL": "WARNING"}, []),
-            ("otlp", otlp, []),
-            ("prometheus", {}, ["--metrics-listen", f"127.0.0.1:{free_port()}"]),
+            Config("off"),
+            Config("off, no event logs", env={"TURNGATE_LOG_LEVEL": "WARNING"}),
+            Config("otlp", env=otlp),
+            Config("prometheus", flags=["--metrics-listen", f"127.0.0.1:{free_port()}"]),
+            Config("tokens", flags=secured, token=TOKEN),
+            Config(
+                "tokens + TLS",
+                flags=[*secured, "--tls-cert", str(cert), "--tls-key", str(key)],
+                token=TOKEN,
+                trust=cert.read_bytes(),
+            ),
         ]
         store = _stores(stack, options.store, logs)
         variants = []
-        for i, (name, own_env, extra) in enumerate(configs):
+        for i, config in enumerate(configs):
             flags, store_env = store(i)
-            variants.append(
-                await start(stack, name, logs / f"{i}.log", {**env, **own_env, **store_env}, flags + extra)
-            )
+            variants.append(await start(stack, config, logs / f"{i}.log", {**env, **store_env}, flags))
         for round_ in range(options.rounds):
             # Each round starts with the next server, so that none is always measured first.
             turn = round_ % len(variants)
@@ -123,6 +158,49 @@ async def run(options: argparse.Namespace) -> None:
     # The servers stopped first, exporting what they had left, then the sink.
     print(table(*_report(variants, options)))
     print(f"sink received {(logs / 'sink.log').read_text().strip()}; load average at end: {load_average()}")
+
+
+def _tokens_file(path: Path) -> Path:
+    """PRINCIPALS admins; the bench's token is the last one, so every lookup compares them all."""
+    tokens = [f"bench-token-{i}" for i in range(PRINCIPALS - 1)] + [TOKEN]
+    path.write_text(
+        "".join(
+            f'[[principals]]\nname = "p{i}"\ntoken_sha256 = "{hashlib.sha256(t.encode()).hexdigest()}"\n'
+            'roles = ["admin"]\nprojects = "*"\n'
+            for i, t in enumerate(tokens)
+        )
+    )
+    return path
+
+
+def _certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed P-256 certificate for localhost and 127.0.0.1, and its key."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
 
 
 Store = Callable[[int], tuple[list[str], dict[str, str]]]
@@ -160,7 +238,7 @@ def _report(variants: list[Variant], options: argparse.Namespace) -> tuple[str, 
             latency, baseline = variant.latency(operation), off.latency(operation)
             rows.append(
                 [
-                    f"{operation}, telemetry {variant.name}",
+                    f"{operation}, {variant.name}",
                     str(latency.n),
                     f"{latency.p50:.3f}",
                     f"{latency.p99:.3f}",
@@ -180,7 +258,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--calls", type=int, default=500, help="timed calls per operation, server and round")
-    parser.add_argument("--rounds", type=int, default=6, help="rounds over the four servers")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds over the six servers")
     parser.add_argument("--store", default="sqlite", help="sqlite (default) or a redis:// URL")
     asyncio.run(run(parser.parse_args()))
 
