@@ -4,15 +4,15 @@ a principal's bearer token on every call."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
 
 from tests.e2e.servers import Client, client_for
+from turngate.client.auth import metadata_interceptors
 
 PROJECT_A = "p-sec-a"
 PROJECT_B = "p-sec-b"
@@ -57,37 +57,10 @@ def write_tokens(path: Path, principals: tuple[Named, ...] = EVERYONE) -> Path:
     return path
 
 
-def _with_token(details: Any, header: str) -> Any:
-    return details._replace(metadata=[*(details.metadata or ()), ("authorization", header)])
-
-
-# grpc.aio files an interceptor under the first kind it is, so each kind needs its own object.
-class _UnaryBearer(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self, header: str) -> None:
-        self._header = header
-
-    async def intercept_unary_unary(
-        self, continuation: Callable[..., Any], details: Any, request: Any
-    ) -> Any:
-        return await continuation(_with_token(details, self._header), request)
-
-
-class _StreamBearer(grpc.aio.UnaryStreamClientInterceptor):
-    def __init__(self, header: str) -> None:
-        self._header = header
-
-    async def intercept_unary_stream(
-        self, continuation: Callable[..., Any], details: Any, request: Any
-    ) -> Any:
-        return await continuation(_with_token(details, self._header), request)
-
-
 @asynccontextmanager
 async def client_as(port: int, header: str | None) -> AsyncIterator[Client]:
     """A client of the server on `port` sending `header` as its authorization (None: nothing)."""
-    interceptors: list[grpc.aio.ClientInterceptor] = (
-        [] if header is None else [_UnaryBearer(header), _StreamBearer(header)]
-    )
+    interceptors = [] if header is None else metadata_interceptors("authorization", header)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", interceptors=interceptors) as channel:
         yield client_for(channel)
 

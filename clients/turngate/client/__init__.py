@@ -33,18 +33,24 @@
 
 API
 ---
-`Client(target, project_id, *, credentials=None, channel_options=(), interceptors=(),
+`Client(target, project_id, *, token=None, credentials=None, channel_options=(), interceptors=(),
 call_timeout=10.0, retry_for=30.0, backoff=Backoff(), tracer_provider=None)` owns one grpc.aio
 channel, traced by OpenTelemetry's gRPC client interceptors: every call is a client span, child
 of the current span, and carries the W3C traceparent. `async with`, or `await client.close()`.
+
+* `token`: a bearer token (`authorization: Bearer <token>`) sent on every call, watch streams
+  included, over TLS or plaintext; ValueError unless printable ASCII without spaces.
+  `credentials`: TLS, e.g. `tls_credentials(ca="ca.pem")`, or with a client certificate for
+  mutual TLS `tls_credentials(ca="ca.pem", cert="me.pem", key="me.key")` (PEM bytes or file
+  paths; the CA is gRPC's bundled public roots when None). Plaintext when None.
 
 * `client.runner(runner_id) -> Runner`; `runner.turn(session_id, turn_id, *, lease_ttl=None)`
   is an async context manager yielding a `Turn`. Entering admits the turn inside a
   `turngate.turn` span (attributes `turngate.project_id`, `.session_id`, `.turn_id`,
   `.generation`, `.outcome`, `.settled_by`, `.refusal`), so AdmitTurn, Heartbeat and
   CompleteTurn are its children. A refusal raises `SessionBusy` (`active_turn_id`,
-  `active_phase`, `retry_after` seconds), `TurnCancelled`, `TurnAlreadySettled` (`outcome`) or
-  `TurnOwnedByOtherRunner`. While the body runs, the lease is renewed every
+  `active_phase`, `retry_after` seconds), `TurnCancelled`, `TurnAlreadySettled` (`outcome`),
+  `TurnOwnedByOtherRunner` or `TurnHeldByOtherPrincipal`. While the body runs, the lease is renewed every
   `turn.heartbeat_interval` seconds (each heartbeat's deadline a quarter of the lease) and the
   turn watches its own events. Leaving reports exactly one outcome: CANCELLED when the body was
   cancelled or a Stop was requested, FAILED (with the exception's text) when an exception
@@ -67,33 +73,45 @@ of the current span, and carries the W3C traceparent. `async with`, or `await cl
 * `client.watch(session_id, *, after_seq=0, turn_id="") -> Watch`: an async iterator (and
   async context manager) of `turngate.v1.SessionEvent` messages as sent by the service: a
   snapshot first when `after_seq` is 0, a snapshot with `resync=True` when the cursor could not
-  be resumed; reconnects after UNAVAILABLE, a cut-off (RESOURCE_EXHAUSTED) or a lost connection
-  with backoff and jitter, resuming after `watch.cursor`, the last seq it yielded.
+  be resumed; reconnects after UNAVAILABLE, a cut-off for falling behind (RESOURCE_EXHAUSTED,
+  limit `watch_buffer`) or a lost connection with backoff and jitter, resuming after
+  `watch.cursor`, the last seq it yielded; over the watch-stream limits it raises LimitExceeded.
 * Reads: `await client.get_session(session_id)`, `await client.get_turn(session_id, turn_id)`,
   `client.list_turns(session_id)` and `client.active_sessions()` (async iterators over pages).
 
 Errors: every failed call raises a `TurngateError` (`code`, `reason`); `ServiceUnavailable`
 once network blips (UNAVAILABLE, DEADLINE_EXCEEDED, contention) outlast the retries, which use
-exponential backoff with jitter. Runner writes retry while the lease lasts; a fenced write
-(TURN_NOT_ACTIVE) is never retried and abandons the turn, as does a heartbeat answered ABANDON.
+exponential backoff with jitter (a TLS handshake that fails is one: the message says why).
+`NotAuthenticated` (no token, or one the service does not know) and `PermissionDenied` (the
+token's principal lacks the role or the project; `TurnHeldByOtherPrincipal` when a runner enters
+or writes a turn admitted to another principal) are never retried. Runner writes retry while
+the lease lasts; a fenced write (TURN_NOT_ACTIVE), a heartbeat answered ABANDON, and a heartbeat
+or write refused UNAUTHENTICATED or PERMISSION_DENIED are never retried and abandon the turn.
+A turn follows its own events with a watch, which needs the watcher role (or gateway, admin):
+without it Stop arrives by heartbeat only, and `turn.interaction` raises the watch's
+`PermissionDenied` without asking.
 
 Synchronous code uses `turngate.client.sync.Client`, the same surface run on an event loop in a
 background thread (`with client.runner(r).turn(s, t) as turn:`, threading.Events).
 """
 
+from turngate.client.auth import tls_credentials
 from turngate.client.client import Client
 from turngate.client.errors import (
     InteractionCancelled,
     InteractionNotPending,
     InvalidRequest,
     LimitExceeded,
+    NotAuthenticated,
     NotFound,
+    PermissionDenied,
     ServiceUnavailable,
     SessionBusy,
     TurnAlreadySettled,
     TurnCancelled,
     TurnEnded,
     TurngateError,
+    TurnHeldByOtherPrincipal,
     TurnNotActive,
     TurnOwnedByOtherRunner,
 )
@@ -114,7 +132,9 @@ __all__ = [
     "InvalidRequest",
     "LimitExceeded",
     "Mismatch",
+    "NotAuthenticated",
     "NotFound",
+    "PermissionDenied",
     "Runner",
     "ServiceUnavailable",
     "SessionBusy",
@@ -123,8 +143,10 @@ __all__ = [
     "TurnAlreadySettled",
     "TurnCancelled",
     "TurnEnded",
+    "TurnHeldByOtherPrincipal",
     "TurnNotActive",
     "TurnOwnedByOtherRunner",
     "TurngateError",
     "Watch",
+    "tls_credentials",
 ]

@@ -22,6 +22,7 @@ from turngate.v1 import turngate_pb2 as pb
 class ClientOptions(TypedDict, total=False):
     """`Client`'s keyword options, for wrappers that pass them on (`turngate.client.sync`)."""
 
+    token: str | None
     credentials: grpc.ChannelCredentials | None
     channel_options: Sequence[tuple[str, Any]]
     interceptors: Sequence[grpc.aio.ClientInterceptor]
@@ -34,7 +35,8 @@ class ClientOptions(TypedDict, total=False):
 class Client:
     """A connection to turngate at `target` (`host:port`) for the project `project_id`.
 
-    Options: `credentials` (TLS; plaintext when None), `channel_options` (gRPC channel
+    Options: `token` (a bearer token sent on every call, watch streams included), `credentials`
+    (TLS, e.g. `tls_credentials(ca=...)`; plaintext when None), `channel_options` (gRPC channel
     arguments), `interceptors` (extra grpc.aio client interceptors, run inside the OpenTelemetry
     client spans), `call_timeout` (seconds each attempt of a call may take), `retry_for` (seconds
     a gateway or read call keeps retrying network blips; a runner's writes retry while its lease
@@ -50,6 +52,7 @@ class Client:
         target: str,
         project_id: str,
         *,
+        token: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
         interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
@@ -61,6 +64,7 @@ class Client:
         channel = open_channel(
             target,
             credentials=credentials,
+            token=token,
             options=channel_options,
             interceptors=interceptors,
             tracer_provider=tracer_provider,

@@ -11,6 +11,7 @@ import grpc
 from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
+from turngate.client.auth import bearer_interceptors
 from turngate.client.retry import Backoff, retrying
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
@@ -31,15 +32,19 @@ def open_channel(
     target: str,
     *,
     credentials: grpc.ChannelCredentials | None,
+    token: str | None,
     options: Sequence[tuple[str, Any]],
     interceptors: Sequence[grpc.aio.ClientInterceptor],
     tracer_provider: trace.TracerProvider | None,
 ) -> grpc.aio.Channel:
     """A channel whose calls carry the current trace context (W3C traceparent) and are traced as
-    client spans, children of the current span; `interceptors` run inside those spans."""
+    client spans, children of the current span; `interceptors` run inside those spans. With a
+    `token`, every call carries it as a bearer token, added after `interceptors` have run (so
+    they never see it)."""
     traced: list[grpc.aio.ClientInterceptor] = [
         *aio_client_interceptors(tracer_provider=tracer_provider),  # type: ignore[no-untyped-call]
         *interceptors,
+        *(bearer_interceptors(token) if token is not None else ()),
     ]
     merged = list({**RECONNECT_OPTIONS, **dict(options)}.items())
     if credentials is None:

@@ -52,6 +52,21 @@ class NotFound(TurngateError):
     """NOT_FOUND: e.g. GetTurn of a turn that was never admitted."""
 
 
+class NotAuthenticated(TurngateError):
+    """UNAUTHENTICATED: the service requires a bearer token and none was sent, or it knows no
+    such token (`Client(token=...)`). Nothing was read or changed."""
+
+
+class PermissionDenied(TurngateError):
+    """PERMISSION_DENIED: the token's principal lacks the role the call needs, or may not act on
+    the project. Nothing was read or changed."""
+
+
+class TurnHeldByOtherPrincipal(PermissionDenied):
+    """PERMISSION_DENIED: the turn was admitted to another principal (another runner's token);
+    only that one may heartbeat, record or complete it, or admit it again."""
+
+
 class SessionBusy(TurngateError):
     """Admission refused: another turn holds the session (`SESSION_TURN_IN_USE`, or
     `SESSION_STOPPING` while it winds down). Nothing changed; retry after `retry_after` seconds
@@ -175,6 +190,8 @@ def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
             return TurnOwnedByOtherRunner(message, code=code, active_turn_id=refusal.active_turn_id)
         case "TURN_NOT_ACTIVE":
             return TurnNotActive(message, code=code, reason=reason)
+        case "TURN_HELD_BY_OTHER_PRINCIPAL":
+            return TurnHeldByOtherPrincipal(message, code=code, reason=reason)
         case "INTERACTION_NOT_PENDING":
             return InteractionNotPending(message, code=code, reason=reason)
         case "LIMIT_EXCEEDED":
@@ -186,6 +203,10 @@ def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
         return InvalidRequest(message, code=code, violations=violations)
     if code == grpc.StatusCode.NOT_FOUND:
         return NotFound(message, code=code)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return NotAuthenticated(message, code=code)
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return PermissionDenied(message, code=code, reason=reason)
     return TurngateError(message, code=code, reason=reason)
 
 

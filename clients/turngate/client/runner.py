@@ -19,8 +19,9 @@ class Runner:
         self, session_id: str, turn_id: str, *, lease_ttl: float | None = None
     ) -> AbstractAsyncContextManager[Turn]:
         """`async with runner.turn(session_id, turn_id) as turn:` admits the turn (or raises
-        `SessionBusy`, `TurnCancelled`, `TurnAlreadySettled`, `TurnOwnedByOtherRunner`), keeps its
-        lease (`lease_ttl` seconds; the service's default when None) while the body runs, and on
-        exit reports its one outcome: COMPLETED, FAILED if an exception escaped (re-raised), or
-        CANCELLED if a Stop was requested or the body was cancelled."""
+        `SessionBusy`, `TurnCancelled`, `TurnAlreadySettled`, `TurnOwnedByOtherRunner`,
+        `TurnHeldByOtherPrincipal`), keeps its lease (`lease_ttl` seconds; the service's default
+        when None) while the body runs, and on exit reports its one outcome: COMPLETED, FAILED if
+        an exception escaped (re-raised), or CANCELLED if a Stop was requested or the body was
+        cancelled."""
         return run_turn(self._connection, self.runner_id, session_id, turn_id, lease_ttl)

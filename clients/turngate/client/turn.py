@@ -27,6 +27,11 @@ MAX_ERROR_BYTES = 1024
 # background tasks are cancelled again until they end.
 
 
+def _described(error: errors.TurngateError) -> str:
+    """`REASON: message` (the gRPC code when there is no reason), for logs and `stop_reason`."""
+    return f"{error.reason or error.code.name}: {error}"
+
+
 def error_text(error: BaseException) -> str:
     """`Type: message`, cut to the contract's 1 KiB of UTF-8."""
     text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
@@ -42,8 +47,11 @@ class Turn:
       is abandoned: either way, wind down.
     * `abandoned` (asyncio.Event) is set when the turn is no longer this runner's: settled by
       the watchdog (lease expired) or a forced Stop, a heartbeat answered ABANDON, a write was
-      fenced (TURN_NOT_ACTIVE), or the lease ran out while the service could not be reached.
-      From then on nothing more is written for it.
+      fenced (TURN_NOT_ACTIVE), a heartbeat or write was refused UNAUTHENTICATED or
+      PERMISSION_DENIED (the token was revoked, or `TurnHeldByOtherPrincipal`: the turn was
+      admitted to another principal), or the lease ran out while the service could not be
+      reached. None of these is retried: from then on nothing more is written for it (the
+      service settles it LOST when its lease runs out), and `stop_reason` says why.
     * `outcome` and `settled` are the turn's one outcome and its settled record, once known.
     """
 
@@ -69,6 +77,9 @@ class Turn:
         self._lease_until = sent_at + self._lease
         self._over = ""  # why nothing more may be written for the turn, once that is so
         self._waiting: dict[str, asyncio.Future[str]] = {}
+        # Why the turn's watch ended for good (e.g. PERMISSION_DENIED: a principal without the
+        # watcher role): answers to interactions cannot arrive.
+        self._unwatched: errors.TurngateError | None = None
 
     # --- what the runner's code calls --------------------------------------------------------
 
@@ -90,7 +101,11 @@ class Turn:
     async def interaction(self, interaction_id: str, kind: str) -> str:
         """Puts a question (e.g. kind `approval`) to a person and waits for the answer, pushed by
         the turn's watch: returns the resolution. Raises `InteractionCancelled` when a Stop
-        withdraws it (or the turn was already stopping), `TurnEnded` when the turn is over."""
+        withdraws it (or the turn was already stopping), `TurnEnded` when the turn is over, and
+        the watch's error, asking nothing, when the turn's watch was refused (the answer could
+        never arrive)."""
+        if self._unwatched is not None:
+            raise self._unwatched
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[interaction_id] = future
         try:
@@ -123,6 +138,8 @@ class Turn:
             return await self._connection.call(rpc, request, until=self._lease_until)
         except errors.TurnNotActive:
             self._abandon("a write was fenced: the lease is no longer the active turn's")
+        except (errors.NotAuthenticated, errors.PermissionDenied) as error:
+            self._abandon(f"a write was refused ({_described(error)})")
         except errors.ServiceUnavailable as error:
             self._abandon(f"the lease ran out while the service could not be reached ({error})")
         return None
@@ -157,9 +174,13 @@ class Turn:
         self.outcome = self.outcome or outcome
         self.abandoned.set()
         self._stop(f"abandoned: {why}")
+        self._unanswered(errors.TurnEnded(why, outcome=self.outcome))
+
+    def _unanswered(self, error: errors.TurngateError) -> None:
+        """Interactions still waiting get `error`: their answers will not arrive."""
         for future in self._waiting.values():
             if not future.done():
-                future.set_exception(errors.TurnEnded(why, outcome=self.outcome))
+                future.set_exception(error)
 
     def _settle(self, record: pb.TurnRecord) -> None:
         self.settled = record
@@ -214,6 +235,8 @@ class Turn:
         delay = 0.0 if self.replayed else self.heartbeat_interval
         while True:
             await asyncio.sleep(delay)
+            if self.abandoned.is_set():  # e.g. by a refused write: the lease is not ours to keep
+                return
             delay = self.heartbeat_interval
             sent_at = loop.time()
             try:
@@ -224,7 +247,7 @@ class Turn:
                     attempt_timeout=self._lease / 4,
                 )
             except errors.TurngateError as error:
-                self._abandon(f"the lease could not be kept ({error})")
+                self._abandon(f"the lease could not be kept ({_described(error)})")
                 return
             if reply.directive == pb.DIRECTIVE_ABANDON:
                 self._abandon("a heartbeat was answered ABANDON", reply.settled_outcome or None)
@@ -234,7 +257,8 @@ class Turn:
                 self._stop(reply.stop_reason)
 
     async def _follow(self, ready: asyncio.Event) -> None:
-        """The turn's own events, pushed: Stop, answers to interactions, settlement by others."""
+        """The turn's own events, pushed: Stop, answers to interactions, settlement by others.
+        `ready` is set once the watch is live, or has ended."""
         try:
             async with Watch(self._connection, self.session_id, turn_id=self.turn_id) as events:
                 async for event in events:
@@ -246,7 +270,16 @@ class Turn:
                     if self.abandoned.is_set():
                         return
         except errors.TurngateError as error:
-            log.warning("the watch of turn %s ended: %s; Stop now arrives by heartbeat", self.turn_id, error)
+            self._unwatched = error
+            self._unanswered(error)
+            log.warning(
+                "the watch of turn %s ended (%s); Stop now arrives by heartbeat, interactions cannot "
+                "be answered",
+                self.turn_id,
+                _described(error),
+            )
+        finally:
+            ready.set()
 
     @asynccontextmanager
     async def _running(self) -> AsyncIterator[None]:

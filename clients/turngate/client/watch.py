@@ -15,12 +15,17 @@ from turngate.client.connection import Connection
 from turngate.v1 import turngate_pb2 as pb
 
 log = logging.getLogger("turngate.client")
+WATCH_BUFFER = "watch_buffer"
 
 
 def _resumable(error: grpc.aio.AioRpcError) -> bool:
     """Worth reconnecting with the cursor: a blip, a restart or shutdown (UNAVAILABLE), or this
-    watcher fell behind and was cut off (RESOURCE_EXHAUSTED, `limit = watch_buffer`)."""
-    return errors.transient(error) or error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    watcher fell behind and was cut off (RESOURCE_EXHAUSTED, `limit = watch_buffer`). Being over
+    the watch-stream limits (per principal, per session) is not: it is reported."""
+    typed = errors.from_rpc(error)
+    return isinstance(typed, errors.ServiceUnavailable) or (
+        isinstance(typed, errors.LimitExceeded) and typed.limit == WATCH_BUFFER
+    )
 
 
 class Watch:
@@ -28,7 +33,8 @@ class Watch:
 
     Yields `turngate.v1.SessionEvent` messages. A fresh watch (`after_seq=0`) starts with a
     snapshot event (`event.snapshot`, whose seq is the head it reflects). After a blip, a
-    restart of the service or a cut-off for falling behind, it reconnects by itself with
+    restart of the service or a cut-off for falling behind (not over the service's watch-stream
+    limits: that is a `LimitExceeded`), it reconnects by itself with
     exponential backoff and jitter, resuming after `cursor` (the last seq yielded), so no event
     is lost or repeated. When the service cannot resume from the cursor (it is older than the
     retained events), the snapshot it sends instead is yielded with `snapshot.resync = True`:

@@ -1,16 +1,21 @@
 """The `turngate` command: the service (`serve`, `migrate`, `project`) and the operator commands
 (`operate`). Exit codes (`operate.ExitCode`): 0 ok, 1 runtime failure, 2 usage or invalid settings;
-3, 4, 5 and 130 for operator commands."""
+3 to 7 and 130 for operator commands."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
+
+# Before grpc loads: its C core would print its own lines (e.g. a failed TLS handshake) to stderr,
+# where the command promises one line per error.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from turngate.service import operate
 from turngate.service.config import Settings, describe

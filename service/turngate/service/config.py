@@ -158,5 +158,8 @@ def describe(error: ValidationError, what: str = "settings") -> str:
         # A URL may carry a password, and any input may be long: echo only short, safe values.
         shown = "" if name in ("store", "ledger", "settings") else repr(item.get("input"))
         message = item["msg"].removeprefix("Value error, ")
-        parts.append(f"{name}{'=' + shown if shown and len(shown) <= 40 else ''}: {message}")
+        if name == "settings":  # a rule across several settings: its message names them
+            parts.append(message)
+        else:
+            parts.append(f"{name}{'=' + shown if shown and len(shown) <= 40 else ''}: {message}")
     return f"invalid {what}: " + "; ".join(parts)

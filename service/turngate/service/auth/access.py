@@ -18,10 +18,15 @@ _SERVICE_ROLES: Mapping[str, frozenset[Role]] = {
     "SessionService": frozenset({Role.WATCHER, Role.GATEWAY, Role.ADMIN}),
 }
 
+# A runner may also follow its own session: the SDK's turn watches it to learn of a Stop at once
+# (not a heartbeat later) and to receive answers to its interactions.
+_RUNNER_READS = ("WatchSession", "GetSession", "GetTurn")
+
 # Full gRPC method name ("/turngate.v1.AdmissionService/AdmitTurn") → the roles allowed to call it.
 ROLES: Mapping[str, frozenset[Role]] = MappingProxyType(
     {
         f"/{service.full_name}/{method.name}": _SERVICE_ROLES[service.name]
+        | ({Role.RUNNER} if method.name in _RUNNER_READS else set())
         for service in pb.DESCRIPTOR.services_by_name.values()
         for method in service.methods
     }

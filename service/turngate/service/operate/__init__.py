@@ -8,7 +8,10 @@
     turngate sessions busy [--limit N]            sessions with an active turn, earliest deadline first
 
 Each takes `--target HOST:PORT` (TURNGATE_TARGET), `--project ID` (TURNGATE_PROJECT),
-`--timeout SECONDS` (TURNGATE_TIMEOUT) and `--json`. Exit codes: `exits.ExitCode`.
+`--timeout SECONDS` (TURNGATE_TIMEOUT) and `--json`; a bearer token by `--token-file FILE`
+(TURNGATE_TOKEN_FILE) or `--token TOKEN` (TURNGATE_TOKEN); TLS by `--tls-ca FILE`
+(TURNGATE_TLS_CA), and a client certificate for mutual TLS by `--tls-cert FILE --tls-key FILE`
+(TURNGATE_CLIENT_CERT, TURNGATE_CLIENT_KEY). Exit codes: `exits.ExitCode`.
 """
 
 from turngate.service.operate.commands import run

@@ -13,10 +13,11 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypeVar
 
 from google.protobuf.message import Message
-from pydantic import Field, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from turngate.client import (
@@ -25,11 +26,16 @@ from turngate.client import (
     Idle,
     InvalidRequest,
     Mismatch,
+    NotAuthenticated,
     NotFound,
+    PermissionDenied,
     ServiceUnavailable,
     StopResult,
     TurngateError,
+    tls_credentials,
 )
+from turngate.client.auth import check_token
+from turngate.client.client import ClientOptions
 from turngate.service.config import Seconds, describe
 from turngate.service.operate import render
 from turngate.service.operate.exits import ExitCode
@@ -43,7 +49,10 @@ MAX_PAGE = 500
 
 
 class Target(BaseSettings):
-    """Where the commands call: flags override `TURNGATE_*` variables, which override these."""
+    """Where the commands call, and as whom: flags override `TURNGATE_*` variables, which
+    override these. The client certificate's variables are TURNGATE_CLIENT_CERT and
+    TURNGATE_CLIENT_KEY (flags --tls-cert, --tls-key): TURNGATE_TLS_CERT and TURNGATE_TLS_KEY
+    are the server's own, for `serve`."""
 
     model_config = SettingsConfigDict(env_prefix="TURNGATE_", extra="forbid", frozen=True)
 
@@ -51,18 +60,62 @@ class Target(BaseSettings):
     project: str = "default"
     # Each call's deadline, retries of network blips included.
     timeout: Seconds = Field(5.0, gt=0.0, le=3600.0)
+    # The bearer token, or the file holding it (which keeps it out of the process list).
+    token: SecretStr | None = None
+    token_file: Path | None = None
+    # TLS: the CA that signed the service's certificate; a client certificate for mutual TLS.
+    tls_ca: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+
+    def client_options(self) -> ClientOptions:
+        """The SDK client's options: deadlines, the token (read from its file) and TLS (its files
+        read). ValueError or OSError saying what is wrong, never showing the token."""
+        if self.token is not None and self.token_file is not None:
+            raise ValueError("give --token or --token-file (TURNGATE_TOKEN or TURNGATE_TOKEN_FILE), not both")
+        if (self.client_cert is None) != (self.client_key is None):
+            raise ValueError("a client certificate needs both --tls-cert and --tls-key")
+        token = self.token.get_secret_value() if self.token is not None else None
+        if self.token_file is not None:
+            token = self.token_file.read_bytes().decode(errors="replace").strip()
+        if token is not None:
+            try:
+                check_token(token)
+            except ValueError as error:
+                where = f" in {self.token_file}" if self.token_file is not None else ""
+                raise ValueError(f"the token{where} is not usable: {error}") from None
+        tls = self.tls_ca is not None or self.client_cert is not None
+        return ClientOptions(
+            token=token,
+            credentials=tls_credentials(self.tls_ca, cert=self.client_cert, key=self.client_key)
+            if tls
+            else None,
+            call_timeout=self.timeout,
+            retry_for=self.timeout,
+        )
+
+
+def _target(args: argparse.Namespace) -> Target:
+    given = {name: value for name in Target.model_fields if (value := getattr(args, name)) is not None}
+    if "token" in given or "token_file" in given:  # a flag overrides either variable
+        given = {"token": None, "token_file": None, **given}
+    return Target(**given)
 
 
 def run(args: argparse.Namespace) -> int:
     """Runs the command `args.operation` parsed; its exit code. Errors are one line on stderr."""
     try:
-        given = {name: getattr(args, name) for name in Target.model_fields}
-        target = Target(**{name: value for name, value in given.items() if value is not None})
+        target = _target(args)
+        options = target.client_options()
     except ValidationError as error:
         return _fail(describe(error), ExitCode.USAGE)
+    except OSError as error:
+        return _fail(f"cannot read {error.filename}: {error.strerror}", ExitCode.USAGE)
+    except ValueError as error:
+        return _fail(str(error), ExitCode.USAGE)
     logging.basicConfig(level=logging.WARNING, format="turngate: %(message)s")
     try:
-        return asyncio.run(_call(args.operation, args, target))
+        return asyncio.run(_call(args.operation, args, target, options))
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C or SIGTERM (`watch` ends with 0)
         return ExitCode.INTERRUPTED
     except BrokenPipeError:  # `turngate watch --json | head`: the reader is gone
@@ -74,6 +127,11 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(error), ExitCode.USAGE)
     except NotFound as error:
         return _fail(str(error), ExitCode.NOT_FOUND)
+    except NotAuthenticated as error:
+        hint = "the token given was not accepted" if options.get("token") else "give --token-file or --token"
+        return _fail(f"not authenticated: {error}; {hint}", ExitCode.UNAUTHENTICATED)
+    except PermissionDenied as error:
+        return _fail(f"permission denied: {error}", ExitCode.PERMISSION_DENIED)
     except TurngateError as error:
         return _fail(f"{error.code.name}: {error}", ExitCode.FAILURE)
     except Exception as error:  # a bug: still one line, as promised
@@ -85,13 +143,13 @@ def _fail(message: str, code: ExitCode) -> ExitCode:
     return code
 
 
-async def _call(operation: Operation, args: argparse.Namespace, target: Target) -> ExitCode:
+async def _call(
+    operation: Operation, args: argparse.Namespace, target: Target, options: ClientOptions
+) -> ExitCode:
     task = asyncio.current_task()
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-    async with Client(
-        target.target, target.project, call_timeout=target.timeout, retry_for=target.timeout
-    ) as client:
+    async with Client(target.target, target.project, **options) as client:
         return await operation(client, args)
 
 

@@ -12,6 +12,8 @@ class ExitCode(IntEnum):
     MISMATCH = 3
     IDLE = 4
     NOT_FOUND = 5
+    UNAUTHENTICATED = 6
+    PERMISSION_DENIED = 7
     INTERRUPTED = 130
 
 
@@ -22,6 +24,8 @@ MEANINGS = {
     ExitCode.MISMATCH: "stop: another turn is active; nothing changed",
     ExitCode.IDLE: "stop: nothing is active; nothing changed",
     ExitCode.NOT_FOUND: "turn show: the turn was never admitted",
+    ExitCode.UNAUTHENTICATED: "not authenticated: no token, or one the service does not know",
+    ExitCode.PERMISSION_DENIED: "permission denied: the token's principal lacks the role or the project",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM) before finishing; watch and serve end so, with 0",
 }
 

@@ -43,6 +43,29 @@ def _common() -> argparse.ArgumentParser:
         help="each call's deadline, retries included [TURNGATE_TIMEOUT, 5]",
     )
     group.add_argument("--json", action="store_true", help="print protobuf JSON, one object a line")
+    group.add_argument(
+        "--token-file", metavar="FILE", help="a file holding the bearer token [TURNGATE_TOKEN_FILE]"
+    )
+    group.add_argument(
+        "--token", help="the bearer token (shown in the process list: prefer --token-file) [TURNGATE_TOKEN]"
+    )
+    group.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="TLS: the PEM CA that signed the service's certificate [TURNGATE_TLS_CA]",
+    )
+    group.add_argument(
+        "--tls-cert",
+        dest="client_cert",
+        metavar="FILE",
+        help="mutual TLS: the PEM client certificate chain [TURNGATE_CLIENT_CERT]",
+    )
+    group.add_argument(
+        "--tls-key",
+        dest="client_key",
+        metavar="FILE",
+        help="mutual TLS: its PEM private key [TURNGATE_CLIENT_KEY]",
+    )
     return common
 
 
