@@ -51,7 +51,7 @@ class Gatekeeper:
         header = values[0]
         if len(header) > _MAX_TOKEN or header[: len(_BEARER)].lower() != _BEARER:
             return None
-        return tokens.identify(header[len(_BEARER) :].strip())
+        return tokens.identify(header[len(_BEARER) :].strip(" \t"))
 
 
 class Edge(grpc.aio.ServerInterceptor):

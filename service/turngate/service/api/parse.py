@@ -87,6 +87,9 @@ class _Checker:
             self.fail(field, "is required")
         elif size > limit:
             self.fail(field, f"must be at most {limit} bytes of UTF-8 (got {size})")
+        if "\x00" in value:
+            # PostgreSQL text cannot hold it: the write would fail as if the store were down.
+            self.fail(field, "must not contain NUL (U+0000)")
         return value
 
     def session(self, field: str, present: bool, ref: pb.SessionRef) -> SessionKey:
