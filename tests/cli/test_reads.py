@@ -4,6 +4,7 @@ text and as --json."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from contextlib import AsyncExitStack
 
@@ -182,3 +183,23 @@ async def test_sessions_busy_in_a_project_without_active_turns_says_so(turngate:
     )
     assert (text.code, text.lines) == (0, [f"no session of project {turngate.project} has an active turn"])
     assert (as_json.code, as_json.out) == (0, "")
+
+
+async def test_texts_from_runners_and_gateways_reach_the_terminal_escaped(
+    turngate: Turngate, client: Client
+) -> None:
+    hostile = "\x1b[2J\x1b]0;pwned\x07 \u202eevil \x9b31m"
+    async with client.runner("r1").turn("chat-escapes", "t1") as turn:
+        await client.gateway().stop("chat-escapes", expected_turn_id="t1", reason=hostile)
+        await turn.stop_requested.wait()
+        text, as_json = await asyncio.gather(
+            turngate.run("status", "chat-escapes"), turngate.run("status", "chat-escapes", "--json")
+        )
+    for ran in (text, as_json):
+        assert ran.code == 0
+        assert not any(c in ran.out for c in "\x1b\x07\u202e\x9b"), "a control character reached the terminal"
+    assert (
+        sections(text.out)["active turn"]["stop reason"]
+        == r"\u001b[2J\u001b]0;pwned\u0007 \u202eevil \u009b31m"
+    )
+    assert json.loads(as_json.out)["active"]["stopReason"] == hostile, "--json escapes, as JSON does"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -30,12 +31,24 @@ Fields = list[Field]
 
 # Longer values (error texts, resolutions) are cut in text output; --json has them whole.
 MAX_CELL = 80
+# Texts come from runners and gateways: control and format characters (terminal escapes, BIDI
+# overrides) are shown as JSON-style escapes, never sent to the operator's terminal as they are.
+_UNPRINTABLE = ("Cc", "Cf")
+
+
+def _escaped(text: str) -> str:
+    return "".join(_escape(c) if unicodedata.category(c) in _UNPRINTABLE else c for c in text)
+
+
+def _escape(char: str) -> str:
+    utf16 = char.encode("utf-16-be")
+    return "".join(f"\\u{int.from_bytes(utf16[i : i + 2]):04x}" for i in range(0, len(utf16), 2))
 
 
 def json_line(message: Message) -> str:
     """Protobuf's JSON mapping (int64 as strings), with every scalar field, zero values too."""
     fields = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
-    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+    return _escaped(json.dumps(fields, separators=(",", ":"), ensure_ascii=False))
 
 
 def stop_message(result: StopResult) -> pb.CancelTurnResponse:
@@ -253,7 +266,7 @@ def busy_session(snapshot: pb.SessionSnapshot, now: datetime) -> Fields:
 
 
 def _short(value: str) -> str:
-    text = " ".join(value.split())
+    text = _escaped(" ".join(value.split()))
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
 
 
