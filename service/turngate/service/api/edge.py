@@ -7,10 +7,11 @@ them pass."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -24,7 +25,7 @@ log = logging.getLogger("turngate.auth")
 
 Context = grpc.aio.ServicerContext[Any, Any]
 Unary = Callable[[Any, Context], Awaitable[Any]]
-Streaming = Callable[[Any, Context], AsyncIterator[Any]]
+Streaming = Callable[[Any, Context], AsyncGenerator[Any, None]]
 
 # The caller of the RPC being served. Each RPC is served in its own task, whose context this
 # is set in, so it never leaks into another RPC.
@@ -92,10 +93,12 @@ class Edge(grpc.aio.ServerInterceptor):
         return admitted
 
     def _streaming(self, method: str, behavior: Streaming) -> Streaming:
-        async def admitted(request: Any, context: Context) -> AsyncIterator[Any]:
+        async def admitted(request: Any, context: Context) -> AsyncGenerator[Any, None]:
             await self._admit(method, request, context)
-            async for response in behavior(request, context):
-                yield response
+            # Closed with this stream, so the handler releases its watch at once, not when collected.
+            async with contextlib.aclosing(behavior(request, context)) as responses:
+                async for response in responses:
+                    yield response
 
         return admitted
 
@@ -106,13 +109,15 @@ class Edge(grpc.aio.ServerInterceptor):
             await errors.abort(
                 context, errors.unauthenticated("a valid bearer token is required (authorization metadata)")
             )
-        denial = access.role_denial(principal, method)
-        if denial is None and isinstance(request, Undecodable):
+        if denial := access.role_denial(principal, method):
+            await _deny(method, denial, context)
+        if isinstance(request, Undecodable):
             await errors.abort(context, errors.undecodable(request.message))
-        if denial is None:
-            assert not isinstance(request, Undecodable)
-            denial = access.project_denial(principal, request)
-        if denial is not None:
-            log.warning("refused %s: %s", method, denial)
-            await errors.abort(context, errors.permission_denied(denial))
+        if denial := access.project_denial(principal, request):
+            await _deny(method, denial, context)
         current_principal.set(principal)
+
+
+async def _deny(method: str, denial: str, context: Context) -> NoReturn:
+    log.warning("refused %s: %s", method, denial)
+    await errors.abort(context, errors.permission_denied(denial))

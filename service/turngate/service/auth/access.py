@@ -32,6 +32,8 @@ ROLES: Mapping[str, frozenset[Role]] = MappingProxyType(
     }
 )
 
+_ADMIN_ONLY = frozenset({Role.ADMIN})
+
 # Load balancers probe health without credentials; the schema (reflection) is no secret.
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
@@ -41,9 +43,10 @@ def is_open(method: str) -> bool:
 
 
 def role_denial(principal: Principal, method: str) -> str | None:
-    """Why `principal` may not call `method`, or None if it may."""
-    allowed = ROLES.get(method)
-    if allowed is None or principal.roles & allowed:
+    """Why `principal` may not call `method`, or None if it may (a method the table does not
+    know is for admins only)."""
+    allowed = ROLES.get(method, _ADMIN_ONLY)
+    if principal.roles & allowed:
         return None
     roles = " or ".join(sorted(role.value for role in allowed - {Role.ADMIN})) or "admin"
     return f"principal {principal.name!r} lacks the role this call needs ({roles})"
