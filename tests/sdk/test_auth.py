@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -257,3 +258,26 @@ async def test_r2_cannot_heartbeat_r1s_turn_which_is_abandoned_and_settled_lost(
             await eventually(settled_lost)
     assert "TURN_HELD_BY_OTHER_PRINCIPAL" in turn.stop_reason
     assert wire.sent - before == {"Heartbeat": 1}
+
+
+@pytest.mark.parametrize(
+    ("target", "warned"),
+    [
+        ("127.0.0.1:50051", False),
+        ("localhost:50051", False),
+        ("[::1]:50051", False),
+        ("unix:/run/turngate.sock", False),
+        ("turngate.internal:50051", True),
+        ("10.0.0.7:50051", True),
+        ("dns:///turngate.internal:50051", True),
+    ],
+)
+async def test_a_token_sent_in_plaintext_beyond_this_host_is_warned_about(
+    target: str, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="turngate.client"):
+        async with Client(target, PROJECT_A, token=RUNNER_A.token):
+            pass
+    plaintext = [r for r in caplog.records if "in plaintext" in r.getMessage()]
+    assert bool(plaintext) is warned
+    assert all(RUNNER_A.token not in r.getMessage() for r in caplog.records)

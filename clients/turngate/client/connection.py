@@ -4,6 +4,8 @@ runners, gateways and watchers."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import logging
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -16,6 +18,7 @@ from turngate.client.retry import Backoff, retrying
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
+log = logging.getLogger("turngate.client")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
@@ -48,8 +51,29 @@ def open_channel(
     ]
     merged = list({**RECONNECT_OPTIONS, **dict(options)}.items())
     if credentials is None:
+        if token is not None and not is_local(target):
+            log.warning(
+                "the bearer token goes to %s in plaintext: pass credentials=tls_credentials(...) "
+                "unless a TLS proxy on this host carries it",
+                target,
+            )
         return grpc.aio.insecure_channel(target, options=merged, interceptors=traced)
     return grpc.aio.secure_channel(target, credentials, options=merged, interceptors=traced)
+
+
+def is_local(target: str) -> bool:
+    """Whether a gRPC target (`host:port`, `[::1]:port`, `dns:///host:port`, `unix:path`) stays on
+    this host."""
+    if target.startswith(("unix:", "unix-abstract:")):
+        return True
+    host = target.removeprefix("dns:///").removeprefix("ipv4:").removeprefix("ipv6:").rsplit(":", 1)[0]
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Connection:
