@@ -224,7 +224,7 @@ async def test_a_refused_write_abandons_the_turn_and_nothing_more_is_sent(
             # Heartbeats every second: the refused write comes first.
             async with runner.runner("r1").turn(session_id, "t1", lease_ttl=3.0) as turn:
                 reissue(tokens, runner_token)
-                server.reload_tokens()
+                server.reload()
                 before = wire.sent.copy()
                 async with turn.tool_call("call-1", "search"):
                     assert turn.abandoned.is_set()
@@ -246,7 +246,7 @@ async def test_r2_cannot_heartbeat_r1s_turn_which_is_abandoned_and_settled_lost(
         async with client_as(target, RUNNER_A, wire=wire) as runner, client_as(target, ADMIN) as admin:
             async with runner.runner("r1").turn(session_id, "t1", lease_ttl=1.5) as turn:
                 reissue(tokens, "reassigned")  # the runner's heartbeats now come from R2
-                server.reload_tokens()
+                server.reload()
                 before = wire.sent.copy()
                 await asyncio.wait_for(turn.abandoned.wait(), timeout=5.0)
                 await asyncio.sleep(turn.heartbeat_interval * 1.2)  # another heartbeat would fall due

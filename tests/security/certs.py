@@ -34,6 +34,8 @@ class Pki:
     other_ca: Path
     """A CA that signed `other_client` and nothing the service trusts."""
     other_client: Issued
+    other_server: Issued
+    """For 127.0.0.1 and localhost, signed by `other_ca`: what a server rotates to."""
 
 
 class _Authority:
@@ -113,4 +115,5 @@ def make_pki(directory: Path) -> Pki:
         client=trusted.issue(directory, "client", server=False),
         other_ca=other.write(directory / "other-ca.pem"),
         other_client=other.issue(directory, "other-client", server=False),
+        other_server=other.issue(directory, "other-server", server=True),
     )

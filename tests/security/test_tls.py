@@ -11,6 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.e2e.processes import run_cli
 from tests.e2e.servers import running, settings_for
 from tests.security.certs import Pki, make_pki
 from tests.security.principals import GATEWAY_A, PROJECT_A, RUNNER_A
@@ -162,3 +163,60 @@ def test_serve_refuses_half_a_tls_configuration_with_one_line(
     [line] = captured.err.splitlines()
     assert line.startswith("turngate: invalid settings: ")
     assert line.endswith(message)
+
+
+async def test_sighup_rotates_the_server_certificate_for_new_connections_only(
+    tmp_path: Path, pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    cert, key = tmp_path / "server.pem", tmp_path / "server.key"
+    cert.write_bytes(pki.server.cert.read_bytes())
+    key.write_bytes(pki.server.key.read_bytes())
+    async for server, _ in running(settings_for(str(tmp_path), tls_cert=cert, tls_key=key)):
+        async with connect(server.port, credentials=tls_credentials(ca=pki.ca)) as before:
+            await before.get_session("s-rotate")
+            cert.write_bytes(pki.other_server.cert.read_bytes())
+            key.write_bytes(pki.other_server.key.read_bytes())
+            server.reload()
+            async with connect(server.port, credentials=tls_credentials(ca=pki.other_ca)) as after:
+                await after.get_session("s-rotate")
+            await refused(server.port, credentials=tls_credentials(ca=pki.ca))
+            # The connection made before the rotation keeps the certificate it was made with.
+            await before.get_session("s-rotate")
+
+            key.write_bytes(pki.server.key.read_bytes())  # a key that does not match the certificate
+            server.reload()
+            assert "kept the current TLS certificates" in caplog.text
+            async with connect(server.port, credentials=tls_credentials(ca=pki.other_ca)) as still:
+                await still.get_session("s-rotate")
+
+
+@pytest.mark.parametrize(
+    ("which", "message"),
+    [
+        ("missing", "cannot read --tls-cert"),
+        ("mismatched", "are not a PEM certificate and its key"),
+        ("not pem", "are not a PEM certificate and its key"),
+    ],
+)
+def test_serve_refuses_certificate_files_it_cannot_use_with_one_line(
+    tmp_path: Path, pki: Pki, which: str, message: str
+) -> None:
+    cert = tmp_path / "server.pem"
+    if which == "mismatched":
+        cert.write_bytes(pki.other_server.cert.read_bytes())
+    elif which == "not pem":
+        cert.write_text("not a certificate")
+    ran = run_cli(
+        tmp_path,
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        str(cert),
+        "--tls-key",
+        str(pki.server.key),
+    )
+    assert ran.returncode == 1
+    [line] = ran.stderr.splitlines()
+    assert line.startswith("turngate: ")
+    assert message in line

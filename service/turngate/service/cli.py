@@ -99,7 +99,10 @@ def _security_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="allow listening beyond loopback with no --auth-file [TURNGATE_INSECURE]",
     )
-    group.add_argument("--tls-cert", help="PEM certificate chain: serve TLS [TURNGATE_TLS_CERT]")
+    group.add_argument(
+        "--tls-cert",
+        help="PEM certificate chain: serve TLS; SIGHUP reloads the TLS files [TURNGATE_TLS_CERT]",
+    )
     group.add_argument("--tls-key", help="PEM private key of --tls-cert [TURNGATE_TLS_KEY]")
     group.add_argument(
         "--tls-client-ca",

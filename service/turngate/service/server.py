@@ -19,7 +19,7 @@ from turngate.service.api.parse import Policy
 from turngate.service.api.quota import WatchQuota
 from turngate.service.api.sessions import SessionService
 from turngate.service.auth.principals import Tokens, TokensFileError, load_tokens
-from turngate.service.auth.tls import server_credentials
+from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, open_backend, project_when_ready, projector_for
 from turngate.service.config import Settings
 from turngate.service.store.base import StoreUnavailable
@@ -51,6 +51,7 @@ class TurngateServer:
         self._hub: WatchHub | None = None
         self._health = health.aio.HealthServicer()
         self._gatekeeper = Gatekeeper(None)
+        self._certificates: ServerCertificates | None = None
         self._grpc: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -71,7 +72,7 @@ class TurngateServer:
     async def start(self) -> None:
         settings = self.settings
         self._gatekeeper.tokens = _tokens(settings)
-        credentials = server_credentials(settings)
+        self._certificates = ServerCertificates(settings) if settings.tls else None
         self._backend = backend = await open_backend(settings)
         store = backend.store
         self._hub = hub = WatchHub(
@@ -105,10 +106,10 @@ class TurngateServer:
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
         try:
-            if credentials is None:
+            if self._certificates is None:
                 self.port = server.add_insecure_port(settings.listen)
             else:
-                self.port = server.add_secure_port(settings.listen, credentials)
+                self.port = server.add_secure_port(settings.listen, self._certificates.credentials())
         except RuntimeError as error:
             await backend.close()
             raise ListenError(f"cannot listen on {settings.listen}: {error}") from error
@@ -118,15 +119,22 @@ class TurngateServer:
         loops = [watchdog.run, self._report_health, *backend.loops, *instrumented.loops]
         self._tasks = [asyncio.create_task(loop()) for loop in loops]
 
-    def reload_tokens(self) -> None:
-        """Reads the tokens file again; calls already admitted and open connections go on. A
-        file that no longer reads or validates leaves the current tokens in force."""
-        try:
-            self._gatekeeper.tokens = _tokens(self.settings)
-        except TokensFileError as error:
-            log.error("kept the current tokens: %s", error)
-            return
-        log.info("tokens reloaded: %d", len(self._gatekeeper.tokens or ()))
+    def reload(self) -> None:
+        """Reads the tokens file and the TLS files again (SIGHUP). Calls already admitted and
+        open connections go on; new calls meet the new tokens, new connections the new
+        certificates. A file that no longer reads or validates leaves the current ones in force."""
+        if self.settings.auth_file is not None:
+            try:
+                self._gatekeeper.tokens = tokens = load_tokens(self.settings.auth_file)
+                log.info("tokens reloaded: %d", len(tokens))
+            except TokensFileError as error:
+                log.error("kept the current tokens: %s", error)
+        if self._certificates is not None:
+            try:
+                self._certificates.reload()
+                log.info("TLS certificates reloaded")
+            except TlsError as error:
+                log.error("kept the current TLS certificates: %s", error)
 
     async def stop(self) -> None:
         """Stops accepting, ends watch streams cleanly, drains in-flight RPCs, then closes the store."""
@@ -214,7 +222,7 @@ async def serve(settings: Settings) -> None:
             settings.listen,
         )
     async with TurngateServer(settings) as server:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.reload_tokens)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.reload)
         log.info(
             "turngate listening on %s (port %d, %s, %s)",
             settings.listen,
