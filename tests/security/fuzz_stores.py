@@ -10,37 +10,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from redis.asyncio import Redis
-from sqlalchemy import URL, make_url, text
-from sqlalchemy.ext.asyncio import create_async_engine
 
-POSTGRES_SERVER = os.environ.get("TURNGATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+from tests.replicas.cluster import delete_prefix, postgres_database, postgres_url
+
 REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 BACKENDS = ("sqlite", "postgresql", "redis")
-
-
-def _url(database: str) -> URL:
-    return make_url(POSTGRES_SERVER).set(drivername="postgresql+asyncpg", database=database)
-
-
-async def _admin(statement: str) -> None:
-    """CREATE/DROP DATABASE, which PostgreSQL refuses inside a transaction."""
-    engine = create_async_engine(_url("postgres"), isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(text(statement))
-    finally:
-        await engine.dispose()
 
 
 @asynccontextmanager
 async def fresh_database() -> AsyncIterator[str]:
     """The store URL of an empty database (the server migrates it when it starts)."""
-    name = f"turngate_fuzz_{uuid.uuid4().hex[:12]}"
-    await _admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield _url(name).render_as_string(hide_password=False)
-    finally:
-        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with postgres_database() as name:
+        yield postgres_url(name)
 
 
 @asynccontextmanager
@@ -61,7 +42,6 @@ async def backend(kind: str) -> AsyncIterator[dict[str, object]]:
         finally:
             client = Redis.from_url(REDIS_SERVER)
             try:
-                async for name in client.scan_iter(match=f"{prefix}:*", count=1_000):
-                    await client.unlink(name)
+                await delete_prefix(client, prefix)
             finally:
                 await client.aclose()

@@ -4,7 +4,6 @@ runners, gateways and watchers."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from collections.abc import Sequence
 from typing import Any, TypeVar
@@ -14,6 +13,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 from turngate.client.auth import bearer_interceptors
+from turngate.client.hosts import is_loopback
 from turngate.client.retry import Backoff, retrying
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
@@ -67,13 +67,7 @@ def is_local(target: str) -> bool:
     if target.startswith(("unix:", "unix-abstract:")):
         return True
     host = target.removeprefix("dns:///").removeprefix("ipv4:").removeprefix("ipv6:").rsplit(":", 1)[0]
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(host.strip("[]"))
 
 
 class Connection:

@@ -5,13 +5,14 @@ The timing contract is validated here, so a bad value refuses to start with one 
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from turngate.client.hosts import is_loopback
 
 DAY = 24 * 3600.0
 MIN_LEASE_TTL = 1.0
@@ -133,15 +134,6 @@ class Settings(BaseSettings):
                 "or pass --insecure"
             )
         return self
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def host_and_port(address: str) -> tuple[str, int]:
