@@ -5,8 +5,10 @@ pool of leases it issued, the sessions a request reached, and the checks every a
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import re
+import urllib.parse
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -52,8 +54,7 @@ _IDENTIFIER = re.compile(ID_PATTERN)
 @dataclass(frozen=True)
 class Answer:
     """How a call ended: its code and message, the google.rpc.Status the service attached (None
-    when there is none, or over bare HTTP/2 where it is Huffman-coded), and on OK the (first)
-    response message."""
+    when there is none), and on OK the (first) response message."""
 
     code: grpc.StatusCode
     message: str
@@ -125,7 +126,14 @@ async def send_h2(port: int, path: str, body: bytes, metadata: list[tuple[bytes,
         return Answer(grpc.StatusCode.UNKNOWN, f"no grpc-status; HTTP/2 error {answer.reset}")
     number = int(answer.headers[b"grpc-status"])
     code = next(c for c in grpc.StatusCode if c.value[0] == number)
-    return Answer(code, answer.headers.get(b"grpc-message", b"").decode("utf-8", "replace"))
+    message = urllib.parse.unquote(answer.headers.get(b"grpc-message", b"").decode("utf-8", "replace"))
+    details = answer.headers.get(b"grpc-status-details-bin")
+    status = (
+        None
+        if details is None
+        else status_pb2.Status.FromString(base64.b64decode(details + b"=" * (-len(details) % 4)))
+    )
+    return Answer(code, message, status)
 
 
 def bad_request(status: status_pb2.Status) -> error_details_pb2.BadRequest | None:
@@ -142,8 +150,6 @@ def check_answer(
     method: MethodDescriptor,
     fuzzed: Iterable[bytes | Long],
     secrets: Iterable[bytes] = (),
-    *,
-    over_http2: bool = False,
 ) -> None:
     """The answer is documented; refusals are short, never echo a string longer than any valid
     identifier nor a secret, and an INVALID_ARGUMENT says which fields in a BadRequest."""
@@ -161,7 +167,7 @@ def check_answer(
             assert not any(needle in blob for blob in blobs), f"{where}: echoes a fuzzed string"
     for secret in secrets:
         assert not any(secret in blob for blob in blobs), f"{where}: echoes a secret"
-    if answer.code == grpc.StatusCode.INVALID_ARGUMENT and not over_http2:
+    if answer.code == grpc.StatusCode.INVALID_ARGUMENT:
         assert answer.status is not None, f"{where}: no google.rpc.Status"
         violations = bad_request(answer.status)
         assert violations is not None, f"{where}: no BadRequest"
