@@ -21,10 +21,12 @@ from google.protobuf.message_factory import GetMessageClass
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from tests.e2e.servers import Client, client_for
 from tests.security import fuzz_h2
 from tests.security.fuzz_invariants import Metadata, Steady, check_session
 from tests.security.fuzz_strategies import ID_LIMIT, KIB, Vocabulary
 from tests.security.fuzz_wire import Body, Long, encode, prefix
+from turngate.client.auth import metadata_interceptors
 from turngate.service.api.parse import ID_PATTERN
 from turngate.v1 import turngate_pb2 as pb
 
@@ -201,8 +203,8 @@ class Arena:
     port: int
     channel: grpc.aio.Channel
     vocabulary: Vocabulary
-    # Metadata of the checks (reads and watches of every project), and of each project's runner.
-    reader: Metadata = ()
+    # Who checks (reads and watches every project), and each project's runner's metadata.
+    reader: Client
     runners: dict[str, Metadata] = field(default_factory=dict)
     pool: Pool = field(default_factory=Pool)
     steady: dict[tuple[str, str], Steady] = field(default_factory=dict)
@@ -254,7 +256,7 @@ class Arena:
     def start_watching(self) -> None:
         """A steady watcher on every pool session, before anything is fuzzed."""
         for ref in self.pool_sessions:
-            self.steady[ref.project_id, ref.session_id] = Steady(self.channel, ref, self.reader)
+            self.steady[ref.project_id, ref.session_id] = Steady(self.reader, ref)
             self.touched.add((ref.project_id, ref.session_id))
 
     async def top_up(self) -> None:
@@ -294,7 +296,7 @@ class Arena:
         for project_id, session_id in sorted(self.touched):
             ref = pb.SessionRef(project_id=project_id, session_id=session_id)
             steady = self.steady.get((project_id, session_id))
-            events += await check_session(self.channel, ref, self.reader, steady)
+            events += await check_session(self.reader, ref, steady)
         self.checked = (len(self.touched), events)
         return self.checked
 
@@ -307,8 +309,13 @@ class Arena:
 async def arena(
     port: int, vocabulary: Vocabulary, reader: Metadata = (), runners: dict[str, Metadata] | None = None
 ) -> AsyncIterator[Arena]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        fuzzed = Arena(port, channel, vocabulary, reader, runners or {})
+    # The checks' own channel, carrying the reader's metadata on every call.
+    interceptors = [i for key, value in reader for i in metadata_interceptors(key, value)]
+    async with (
+        grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+        grpc.aio.insecure_channel(f"127.0.0.1:{port}", interceptors=interceptors) as checks,
+    ):
+        fuzzed = Arena(port, channel, vocabulary, client_for(checks), runners or {})
         fuzzed.start_watching()
         try:
             yield fuzzed

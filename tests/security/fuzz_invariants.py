@@ -9,8 +9,8 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import grpc
-
+from tests.e2e.calls import events_after, snapshot
+from tests.e2e.servers import Client
 from turngate.v1 import turngate_pb2 as pb
 
 REPLAY_WINDOW = 900  # below the default event_retention (1,000), so replays never resync
@@ -139,14 +139,10 @@ def check_log(
 class Steady:
     """A watcher opened with after_seq=0 before a session is fuzzed, reading everything after."""
 
-    def __init__(self, sessions: grpc.aio.Channel, session: pb.SessionRef, metadata: Metadata) -> None:
+    def __init__(self, reader: Client, session: pb.SessionRef) -> None:
         self.session = session
         self.events: list[pb.SessionEvent] = []
-        self._call = sessions.unary_stream(
-            "/turngate.v1.SessionService/WatchSession",
-            request_serializer=pb.WatchSessionRequest.SerializeToString,
-            response_deserializer=pb.WatchSessionResponse.FromString,
-        )(pb.WatchSessionRequest(session=session, after_seq=0), metadata=metadata)
+        self._call = reader.sessions.WatchSession(pb.WatchSessionRequest(session=session, after_seq=0))
         self._task = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -169,45 +165,15 @@ class Steady:
         self._task.cancel()
 
 
-async def replayed(
-    channel: grpc.aio.Channel, session: pb.SessionRef, metadata: Metadata, head: int
-) -> tuple[int, list[pb.SessionEvent]]:
-    """(after_seq, the log after it up to `head`) as a watcher resuming from after_seq sees it."""
-    after_seq = max(1, head - REPLAY_WINDOW)
-    events: list[pb.SessionEvent] = []
-    if head <= after_seq:
-        return after_seq, events
-    call = channel.unary_stream(
-        "/turngate.v1.SessionService/WatchSession",
-        request_serializer=pb.WatchSessionRequest.SerializeToString,
-        response_deserializer=pb.WatchSessionResponse.FromString,
-    )(pb.WatchSessionRequest(session=session, after_seq=after_seq), metadata=metadata)
-    try:
-        async with asyncio.timeout(WAIT_TIMEOUT_S):
-            async for response in call:
-                events.append(response.event)
-                if response.event.seq >= head:
-                    break
-    finally:
-        call.cancel()
-    return after_seq, events
-
-
-async def check_session(
-    channel: grpc.aio.Channel, session: pb.SessionRef, metadata: Metadata, steady: Steady | None
-) -> int:
-    """Checks one session's snapshot and log; returns how many events were checked."""
-    snapshot = (
-        await channel.unary_unary(
-            "/turngate.v1.SessionService/GetSession",
-            request_serializer=pb.GetSessionRequest.SerializeToString,
-            response_deserializer=pb.GetSessionResponse.FromString,
-        )(pb.GetSessionRequest(session=session), metadata=metadata)
-    ).snapshot
-    check_snapshot(snapshot, session)
+async def check_session(reader: Client, session: pb.SessionRef, steady: Steady | None) -> int:
+    """Checks one session's snapshot and log; returns how many events were checked. Without a
+    steady watcher the log is replayed from after_seq=max(1, head - REPLAY_WINDOW)."""
+    current = await snapshot(reader, session)
+    check_snapshot(current, session)
     if steady is not None:
-        await steady.check(snapshot)
-        return snapshot.seq
-    after_seq, events = await replayed(channel, session, metadata, snapshot.seq)
-    check_log(events, after_seq, snapshot)
+        await steady.check(current)
+        return current.seq
+    after_seq = max(1, current.seq - REPLAY_WINDOW)
+    events = await events_after(reader, session, after_seq) if current.seq > after_seq else []
+    check_log(events, after_seq, current)
     return len(events)
