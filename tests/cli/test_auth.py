@@ -15,7 +15,7 @@ import pytest
 
 from tests.cli.conftest import Ran, Turngate
 from tests.e2e.servers import running, settings_for
-from tests.security.certs import Pki, make_pki
+from tests.security.certs import Pki, make_pki, tls_settings
 from tests.security.principals import GATEWAY_A, PROJECT_A, PROJECT_B, WATCHER_A, write_tokens
 from turngate.service import cli
 from turngate.service.operate import ExitCode
@@ -42,26 +42,14 @@ async def guarded_target(tmp_path_factory: pytest.TempPathFactory) -> AsyncItera
 async def tls_target(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> AsyncIterator[str]:
     """TLS and bearer tokens."""
     tmp = tmp_path_factory.mktemp("cli-tls")
-    settings = settings_for(
-        str(tmp),
-        tls_cert=pki.server.cert,
-        tls_key=pki.server.key,
-        auth_file=write_tokens(tmp / "tokens.toml"),
-    )
-    async for server, _ in running(settings):
+    async for server, _ in running(tls_settings(str(tmp), pki, auth_file=write_tokens(tmp / "tokens.toml"))):
         yield f"127.0.0.1:{server.port}"
 
 
 @pytest.fixture(scope="module")
 async def mtls_target(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> AsyncIterator[str]:
     """Mutual TLS: only clients with a certificate `pki.ca` signed."""
-    settings = settings_for(
-        str(tmp_path_factory.mktemp("cli-mtls")),
-        tls_cert=pki.server.cert,
-        tls_key=pki.server.key,
-        tls_client_ca=pki.ca,
-    )
-    async for server, _ in running(settings):
+    async for server, _ in running(tls_settings(str(tmp_path_factory.mktemp("cli-mtls")), pki, mutual=True)):
         yield f"127.0.0.1:{server.port}"
 
 

@@ -13,6 +13,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tests.e2e.servers import settings_for
+from turngate.service.config import Settings
+
 _VALID = datetime.timedelta(days=1)
 
 
@@ -116,4 +119,16 @@ def make_pki(directory: Path) -> Pki:
         other_ca=other.write(directory / "other-ca.pem"),
         other_client=other.issue(directory, "other-client", server=False),
         other_server=other.issue(directory, "other-server", server=True),
+    )
+
+
+def tls_settings(tmp: str, pki: Pki, *, mutual: bool = False, **overrides: object) -> Settings:
+    """A test server's settings serving `pki.server` (and, `mutual`, requiring a client
+    certificate `pki.ca` signed), on a SQLite store in `tmp`."""
+    return settings_for(
+        tmp,
+        tls_cert=pki.server.cert,
+        tls_key=pki.server.key,
+        tls_client_ca=pki.ca if mutual else None,
+        **overrides,
     )

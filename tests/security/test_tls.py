@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.processes import run_cli
 from tests.e2e.servers import running, settings_for
-from tests.security.certs import Pki, make_pki
+from tests.security.certs import Pki, make_pki, tls_settings
 from tests.security.principals import GATEWAY_A, PROJECT_A, RUNNER_A
 from turngate.client import Backoff, Client, NotAuthenticated, ServiceUnavailable, tls_credentials
 from turngate.service import cli
@@ -34,26 +34,16 @@ async def tls_port(
     tmp_path_factory: pytest.TempPathFactory, pki: Pki, tokens_file: Path
 ) -> AsyncIterator[int]:
     """TLS, and bearer tokens (tests/security/principals.py)."""
-    settings = settings_for(
-        str(tmp_path_factory.mktemp("tls")),
-        tls_cert=pki.server.cert,
-        tls_key=pki.server.key,
-        auth_file=tokens_file,
-    )
-    async for server, _ in running(settings):
+    async for server, _ in running(
+        tls_settings(str(tmp_path_factory.mktemp("tls")), pki, auth_file=tokens_file)
+    ):
         yield server.port
 
 
 @pytest.fixture(scope="module")
 async def mtls_port(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> AsyncIterator[int]:
     """Mutual TLS: only clients with a certificate `pki.ca` signed."""
-    settings = settings_for(
-        str(tmp_path_factory.mktemp("mtls")),
-        tls_cert=pki.server.cert,
-        tls_key=pki.server.key,
-        tls_client_ca=pki.ca,
-    )
-    async for server, _ in running(settings):
+    async for server, _ in running(tls_settings(str(tmp_path_factory.mktemp("mtls")), pki, mutual=True)):
         yield server.port
 
 
