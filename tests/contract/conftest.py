@@ -10,17 +10,13 @@ trust auth); without one, deselect its part with `-m "not postgres"`. Redis: see
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
 import pytest
-from sqlalchemy import URL, make_url, text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.contract.backends import (
     MAX_ATTEMPTS,
@@ -33,34 +29,15 @@ from tests.contract.backends import (
     unique_keyspace,
     wait_past,
 )
+from tests.postgres import postgres_admin, postgres_url, unique_database
 from turngate.service.ledger import migrate
 from turngate.service.store import SqlStore, open_store
 from turngate.service.store.redis import RedisStore
 from turngate.service.store.redis_keys import Keyspace
 
-POSTGRES_SERVER = os.environ.get("TURNGATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-def _postgres_url(database: str) -> URL:
-    return make_url(POSTGRES_SERVER).set(drivername="postgresql+asyncpg", database=database)
-
 
 def _postgres_admin(statement: str) -> None:
-    """Runs CREATE/DROP DATABASE, which PostgreSQL refuses inside a transaction."""
-
-    async def run() -> None:
-        engine = create_async_engine(_postgres_url("postgres"), isolation_level="AUTOCOMMIT")
-        try:
-            async with engine.connect() as conn:
-                await conn.execute(text(statement))
-        finally:
-            await engine.dispose()
-
-    asyncio.run(run())
-
-
-def _unique_name(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+    asyncio.run(postgres_admin(statement))
 
 
 @pytest.fixture(scope="session")
@@ -72,10 +49,10 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def postgres_template() -> Iterator[str]:
-    name = _unique_name("turngate_template")
+    name = unique_database("turngate_template")
     _postgres_admin(f'CREATE DATABASE "{name}"')
     try:
-        asyncio.run(migrate(_postgres_url(name).render_as_string(hide_password=False)))
+        asyncio.run(migrate(postgres_url(name)))
         yield name
     finally:
         _postgres_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
@@ -83,10 +60,10 @@ def postgres_template() -> Iterator[str]:
 
 @contextmanager
 def _postgres_database(template: str = "template1") -> Iterator[str]:
-    name = _unique_name("turngate_test")
+    name = unique_database("turngate_test")
     _postgres_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     try:
-        yield _postgres_url(name).render_as_string(hide_password=False)
+        yield postgres_url(name)
     finally:
         _postgres_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
 

@@ -24,8 +24,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_health.v1 import health_pb2_grpc
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from sqlalchemy import make_url, select, text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.e2e.processes import PROCESS_TIMEOUT_S, Spawned, connect, free_port, health_of, spawn_server
 from tests.e2e.servers import Client
@@ -36,47 +36,9 @@ from turngate.service.store.redis_keys import Keyspace, LogEntries, log_event, s
 from turngate.v1 import turngate_pb2 as pb
 
 REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
-POSTGRES_SERVER = os.environ.get("TURNGATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 PROJECT = "p-replicas"
 # Enough buckets that the sessions of a test spread over several outboxes and deadline sets.
 BUCKETS = 8
-
-# --- PostgreSQL ----------------------------------------------------------------------------
-
-
-def postgres_url(database: str, *, port: int | None = None) -> str:
-    """The asyncpg URL of `database` on the test PostgreSQL (reached through `port` if given)."""
-    url = make_url(POSTGRES_SERVER).set(drivername="postgresql+asyncpg", database=database)
-    if port is not None:
-        url = url.set(port=port)
-    return url.render_as_string(hide_password=False)
-
-
-def postgres_address() -> tuple[str, int]:
-    url = make_url(POSTGRES_SERVER)
-    return url.host or "127.0.0.1", url.port or 5432
-
-
-async def _postgres_admin(statement: str) -> None:
-    """Runs CREATE/DROP DATABASE, which PostgreSQL refuses inside a transaction."""
-    engine = create_async_engine(postgres_url("postgres"), isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(text(statement))
-    finally:
-        await engine.dispose()
-
-
-@asynccontextmanager
-async def postgres_database() -> AsyncIterator[str]:
-    """A new, empty (unmigrated) database; its name. Dropped on exit, whoever is connected."""
-    name = f"turngate_replicas_{uuid.uuid4().hex[:12]}"
-    await _postgres_admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield name
-    finally:
-        await _postgres_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
-
 
 # --- Redis ---------------------------------------------------------------------------------
 

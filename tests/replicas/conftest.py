@@ -11,14 +11,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from tests.e2e.processes import Spawned
 from tests.e2e.servers import Client
+from tests.postgres import postgres_database, postgres_url
 from tests.replicas.cluster import (
     REDIS_SERVER,
     Deployment,
     assert_no_tracebacks,
     delete_prefix,
     new_session,
-    postgres_database,
-    postgres_url,
     replicas,
     unique_prefix,
 )
@@ -40,7 +39,7 @@ async def deployment(redis: Redis) -> AsyncIterator[Deployment]:
     """The shared Redis under a prefix of the module's own, and a new PostgreSQL database."""
     prefix = unique_prefix()
     try:
-        async with postgres_database() as database:
+        async with postgres_database("turngate_replicas") as database:
             yield Deployment(REDIS_SERVER, prefix, postgres_url(database))
     finally:
         await delete_prefix(redis, prefix)

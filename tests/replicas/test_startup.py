@@ -18,6 +18,7 @@ from tests.e2e.calls import admit, get_turn, refused
 from tests.e2e.processes import SERVICES, connect, free_port, health_of
 from tests.e2e.servers import Client, client_for
 from tests.e2e.watching import act_out_turn, collect_until, settles
+from tests.postgres import postgres_address, postgres_database, postgres_url
 from tests.replicas.cluster import (
     REDIS_SERVER,
     Deployment,
@@ -31,9 +32,6 @@ from tests.replicas.cluster import (
     ledger_logs,
     logged,
     new_session,
-    postgres_address,
-    postgres_database,
-    postgres_url,
     unique_prefix,
     wait_for_ledger,
     watch_from_start,
@@ -50,7 +48,7 @@ SHORT_LEASE_S = 1.0
 @pytest.fixture
 async def ledger_database() -> AsyncIterator[str]:
     """A new PostgreSQL database of the test's own, never migrated: the replica migrates it."""
-    async with postgres_database() as name:
+    async with postgres_database("turngate_replicas") as name:
         yield name
 
 

@@ -11,7 +11,8 @@ from contextlib import asynccontextmanager
 
 from redis.asyncio import Redis
 
-from tests.replicas.cluster import delete_prefix, postgres_database, postgres_url
+from tests.postgres import postgres_database, postgres_url
+from tests.replicas.cluster import delete_prefix
 
 REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 BACKENDS = ("sqlite", "postgresql", "redis")
@@ -20,7 +21,7 @@ BACKENDS = ("sqlite", "postgresql", "redis")
 @asynccontextmanager
 async def fresh_database() -> AsyncIterator[str]:
     """The store URL of an empty database (the server migrates it when it starts)."""
-    async with postgres_database() as name:
+    async with postgres_database("turngate_fuzz") as name:
         yield postgres_url(name)
 
 
