@@ -16,7 +16,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis.asyncio import Redis
 
-from turngate.service.store.redis_keys import Keyspace
+from turngate.service.store.redis.keys import Keyspace
 
 from environment import ServerProcess, answers, free_port, wait_until
 from floor_server import EMPTY

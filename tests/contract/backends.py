@@ -15,10 +15,11 @@ from typing import Protocol, cast
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 
-from turngate.service.store import BeforeWrite, SqlStore, Store
-from turngate.service.store.engine import make_engine
-from turngate.service.store.redis import RedisStore, connect
-from turngate.service.store.redis_keys import Keyspace, LogEntries
+from turngate.service.ports.store import BeforeWrite, Store
+from turngate.service.sql.engine import make_engine
+from turngate.service.store.redis.keys import Keyspace, LogEntries
+from turngate.service.store.redis.store import RedisStore, connect
+from turngate.service.store.sql import SqlStore
 
 REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 # Enough buckets that a handful of sessions spread over several of them.

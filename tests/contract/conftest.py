@@ -30,10 +30,10 @@ from tests.contract.backends import (
     wait_past,
 )
 from tests.postgres import postgres_admin, postgres_url, unique_database
-from turngate.service.ledger import migrate
-from turngate.service.store import SqlStore, open_store
-from turngate.service.store.redis import RedisStore
-from turngate.service.store.redis_keys import Keyspace
+from turngate.service.sql.migrate import migrate
+from turngate.service.store.redis.keys import Keyspace
+from turngate.service.store.redis.store import RedisStore
+from turngate.service.store.sql import SqlStore, open_store
 
 
 def _postgres_admin(statement: str) -> None:

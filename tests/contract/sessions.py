@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from turngate.service.core import Admit, Admitted, Cancel, RecordToolCall, ToolCallStatus
-from turngate.service.store import SessionKey, Store
+from turngate.service.core import Admit, Admitted, Cancel, RecordToolCall, SessionKey, ToolCallStatus
+from turngate.service.ports.store import Store
 
 SECOND = 1_000_000
 LEASE = 20 * SECOND

@@ -21,6 +21,7 @@ from turngate.service.core import (
     RecordInteraction,
     RecordToolCall,
     ResolveInteraction,
+    SessionKey,
     SettledBy,
     ToolCallStatus,
     TurnAdmitted,
@@ -29,10 +30,11 @@ from turngate.service.core import (
     TurnSettled,
 )
 from turngate.service.core.replies import Cancelled, Refusal
-from turngate.service.ledger import InteractionView, ToolCallView, TurnView, metadata, record
-from turngate.service.ledger.record import record_sessions
-from turngate.service.store import SessionKey, SqlStore
-from turngate.service.store.engine import make_engine
+from turngate.service.ledger.record import record, record_sessions
+from turngate.service.ports.history import InteractionView, ToolCallView, TurnView
+from turngate.service.sql.engine import make_engine
+from turngate.service.sql.tables import metadata
+from turngate.service.store.sql import SqlStore
 
 SECOND = 1_000_000
 KEY = SessionKey("project", "session")

@@ -11,9 +11,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from turngate.service.ledger import metadata, migrate
-from turngate.service.ledger.migrate import alembic_config
-from turngate.service.store.engine import make_engine
+from turngate.service.sql.engine import make_engine
+from turngate.service.sql.migrate import alembic_config, migrate
+from turngate.service.sql.tables import metadata
 
 
 def head() -> str | None:

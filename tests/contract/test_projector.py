@@ -36,6 +36,7 @@ from tests.contract.projection import (
     rows_recording,
     stopped,
 )
+from turngate.service.codec import dump_event_body
 from turngate.service.core import (
     Admit,
     Admitted,
@@ -44,17 +45,18 @@ from turngate.service.core import (
     RecordInteraction,
     RecordToolCall,
     ResolveInteraction,
+    SessionKey,
     ToolCallStatus,
     TurnAdmitted,
     TurnOutcome,
 )
-from turngate.service.ledger.projector import AfterCommit, LedgerProjector
-from turngate.service.ledger.tables import dialect_insert, ledger_cursors
-from turngate.service.store import SessionKey, SqlStore, Store, StoreUnavailable
-from turngate.service.store.codec import dump_event_body
-from turngate.service.store.engine import make_engine
-from turngate.service.store.redis import RedisStore
-from turngate.service.store.redis_keys import LEDGER_GROUP, Keyspace, LogEntries, log_id, member
+from turngate.service.ports.store import Store, StoreUnavailable
+from turngate.service.sql.engine import make_engine
+from turngate.service.sql.tables import dialect_insert, ledger_cursors
+from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, log_id, member
+from turngate.service.store.redis.projector import AfterCommit, LedgerProjector
+from turngate.service.store.redis.store import RedisStore
+from turngate.service.store.sql import SqlStore
 
 pytestmark = pytest.mark.redis
 

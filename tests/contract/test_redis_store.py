@@ -30,16 +30,16 @@ from tests.contract.backends import (
     stream_entries,
 )
 from tests.contract.sessions import KEY, SECOND, admit, open_call, stop
-from turngate.service.core import Admit, Command, Complete, Heartbeat, TurnOutcome
-from turngate.service.store import BeforeWrite, SessionKey, StoreContention
-from turngate.service.store.redis import RedisStore
-from turngate.service.store.redis_keys import Keyspace, member
+from turngate.service.core import Admit, Command, Complete, Heartbeat, SessionKey, TurnOutcome
+from turngate.service.ports.store import BeforeWrite, StoreContention
+from turngate.service.store.redis.keys import Keyspace, member
+from turngate.service.store.redis.store import RedisStore
 
 pytestmark = pytest.mark.redis
 T = TypeVar("T")
 
 # The SHA1 that EVALSHA runs the compare-and-set script by.
-CAS_SHA = hashlib.sha1(files("turngate.service.store").joinpath("redis_cas.lua").read_bytes()).hexdigest()
+CAS_SHA = hashlib.sha1(files("turngate.service.store.redis").joinpath("cas.lua").read_bytes()).hexdigest()
 
 
 class OpenRedisStore(Protocol):
@@ -220,8 +220,8 @@ def test_the_bucket_of_a_session_is_crc32_and_the_same_in_every_process() -> Non
     here = [Keyspace(buckets=16).bucket(SessionKey(*session)) for session in sessions]
     program = (
         "import json, sys\n"
-        "from turngate.service.store import SessionKey\n"
-        "from turngate.service.store.redis_keys import Keyspace\n"
+        "from turngate.service.core import SessionKey\n"
+        "from turngate.service.store.redis.keys import Keyspace\n"
         "sessions = json.load(sys.stdin)\n"
         "print(json.dumps([Keyspace(buckets=16).bucket(SessionKey(*s)) for s in sessions]))\n"
     )

@@ -1,4 +1,4 @@
-"""The Store contract (store/base.py) on every backend: atomic compare-and-set, events, clock.
+"""The Store contract (ports/store.py) on every backend: atomic compare-and-set, events, clock.
 
 The store-level tests run on SQLite, PostgreSQL and Redis (`any_store`); those about SQL
 specifics (ledger rows written with the state, SQLite pragmas, opening by URL) on SQL alone.
@@ -30,15 +30,17 @@ from turngate.service.core import (
     Expire,
     Heartbeat,
     Refusal,
+    SessionKey,
     SettledBy,
     TurnOutcome,
     TurnSettled,
 )
 from turngate.service.core.model import Session
-from turngate.service.ledger import migrate
-from turngate.service.store import SessionKey, SqlStore, Store, StoreContention, StoreUnavailable, open_store
-from turngate.service.store.engine import make_engine
-from turngate.service.store.redis_keys import Keyspace
+from turngate.service.ports.store import Store, StoreContention, StoreUnavailable
+from turngate.service.sql.engine import make_engine
+from turngate.service.sql.migrate import migrate
+from turngate.service.store.redis.keys import Keyspace
+from turngate.service.store.sql import SqlStore, open_store
 
 
 async def admit_at_once(store: Store, turns: int) -> list[Decision]:
@@ -131,6 +133,8 @@ async def test_i9_events_gapless_and_state_change_together(any_store: ContractSt
         assert [e.seq for e in events] == list(range(1, state.head + 1))
         assert tuple(events[len(events) - len(decision.events) :]) == decision.events
 
+    state = await any_store.load(KEY)
+    events = await any_store.events_after(KEY, 0, 100)
     assert await any_store.events_after(KEY, 2, 2) == events[2:4]
     assert await any_store.events_after(KEY, state.head, 10) == []
 

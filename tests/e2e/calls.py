@@ -19,9 +19,8 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from tests.e2e.servers import Client
-from turngate.service.core import Command
+from turngate.service.core import Command, SessionKey
 from turngate.service.server import TurngateServer
-from turngate.service.store.base import SessionKey
 from turngate.v1 import turngate_pb2 as pb
 
 DOMAIN = "turngate.v1"

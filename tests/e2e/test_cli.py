@@ -11,8 +11,8 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from tests.e2e.processes import database, dump, free_port, run_cli, spawn_server, sqlite_file, sqlite_url
-from turngate.service.ledger import metadata
-from turngate.service.ledger.migrate import alembic_config
+from turngate.service.sql.migrate import alembic_config
+from turngate.service.sql.tables import metadata
 
 TABLES = {"alembic_version", *metadata.tables}
 

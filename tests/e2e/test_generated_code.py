@@ -1,5 +1,5 @@
 """The contract's generated code is fresh (and the check notices when it is not), and the contract
-passes `buf lint` with the STANDARD rules (DESIGN.md §3)."""
+passes `buf lint` with the STANDARD rules (docs/design.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Restart and failure behaviour (DESIGN.md §5) with a real `turngate serve` process killed by
+"""Restart and failure behaviour (docs/design.md §5) with a real `turngate serve` process killed by
 SIGKILL: nothing acknowledged is lost, the watchdog settles what expired exactly once, runners
 carry on within their lease, and a start with nothing due writes nothing.
 """

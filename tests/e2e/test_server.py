@@ -27,8 +27,8 @@ from tests.e2e.processes import (
 )
 from tests.e2e.servers import Client, OwnServer
 from tests.e2e.watching import collect, ended, eventually, watch
+from turngate.service.ports.store import StoreUnavailable
 from turngate.service.server import TurngateServer
-from turngate.service.store.base import StoreUnavailable
 from turngate.v1 import turngate_pb2 as pb
 
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

@@ -16,9 +16,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.contract.backends import open_redis_store, unique_keyspace
 from tests.faults.servers import DurableRedis, PrivatePostgres
-from turngate.service.ledger import migrate
-from turngate.service.store.redis import RedisStore
-from turngate.service.store.redis_keys import Keyspace
+from turngate.service.sql.migrate import migrate
+from turngate.service.store.redis.keys import Keyspace
+from turngate.service.store.redis.store import RedisStore
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,10 @@ import sys
 
 from redis.asyncio import Redis
 
-from turngate.service.ledger.projector import LedgerProjector
-from turngate.service.store import SessionKey
-from turngate.service.store.engine import make_engine
-from turngate.service.store.redis_keys import Keyspace
+from turngate.service.core import SessionKey
+from turngate.service.sql.engine import make_engine
+from turngate.service.store.redis.keys import Keyspace
+from turngate.service.store.redis.projector import LedgerProjector
 
 
 async def die(_key: SessionKey, _cursor: int) -> None:

@@ -30,11 +30,11 @@ from tests.contract.projection import (
     stopped,
 )
 from tests.faults.servers import DurableRedis, PrivatePostgres
-from turngate.service.ledger.projector import AfterCommit, LedgerProjector
-from turngate.service.store import SessionKey
-from turngate.service.store.engine import make_engine
-from turngate.service.store.redis import RedisStore
-from turngate.service.store.redis_keys import LEDGER_GROUP, Keyspace
+from turngate.service.core import SessionKey
+from turngate.service.sql.engine import make_engine
+from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace
+from turngate.service.store.redis.projector import AfterCommit, LedgerProjector
+from turngate.service.store.redis.store import RedisStore
 
 RECLAIM_IDLE_S = 1.0
 MAX_DELIVERIES = 2

@@ -17,10 +17,10 @@ from tests.contract.backends import (
 )
 from tests.contract.sessions import KEY, admit, open_call
 from tests.faults.servers import DurableRedis
-from turngate.service.core import Command, Complete, Event, TurnAdmitted, TurnOutcome, TurnSettled
-from turngate.service.store import SessionKey, StoreUnavailable
-from turngate.service.store.redis import RedisStore
-from turngate.service.store.redis_keys import Keyspace, member
+from turngate.service.core import Command, Complete, Event, SessionKey, TurnAdmitted, TurnOutcome, TurnSettled
+from turngate.service.ports.store import StoreUnavailable
+from turngate.service.store.redis.keys import Keyspace, member
+from turngate.service.store.redis.store import RedisStore
 
 pytestmark = pytest.mark.redis
 

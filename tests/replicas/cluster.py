@@ -30,9 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.e2e.processes import PROCESS_TIMEOUT_S, Spawned, connect, free_port, health_of, spawn_server
 from tests.e2e.servers import Client
 from tests.e2e.watching import POLL_INTERVAL_S, Watch, collect, turn_of, watch
-from turngate.service.ledger.tables import session_events
-from turngate.service.store.base import SessionKey
-from turngate.service.store.redis_keys import Keyspace, LogEntries, log_event, session_of
+from turngate.service.core import SessionKey
+from turngate.service.sql.tables import session_events
+from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, session_of
 from turngate.v1 import turngate_pb2 as pb
 
 REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")

@@ -47,12 +47,11 @@ from tests.replicas.cluster import (
     wait_for_ledger,
     watch_from_start,
 )
-from turngate.service.core import Admit, Event, Expire, TurnOutcome, TurnSettled
+from turngate.service.core import Admit, Event, Expire, SessionKey, TurnOutcome, TurnSettled
 from turngate.service.core import SettledBy as CoreSettledBy
-from turngate.service.store.base import SessionKey
-from turngate.service.store.redis import RedisStore, connect
-from turngate.service.store.redis_feed import RedisLogFeed
-from turngate.service.store.redis_keys import Keyspace
+from turngate.service.store.redis.feed import RedisLogFeed
+from turngate.service.store.redis.keys import Keyspace
+from turngate.service.store.redis.store import RedisStore, connect
 from turngate.service.watchdog import Watchdog
 from turngate.v1 import turngate_pb2 as pb
 

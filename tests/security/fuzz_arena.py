@@ -27,10 +27,10 @@ from tests.security.fuzz_invariants import Metadata, Steady, check_session
 from tests.security.fuzz_strategies import ID_LIMIT, KIB, Vocabulary
 from tests.security.fuzz_wire import Body, Long, encode, prefix
 from turngate.client.auth import metadata_interceptors
-from turngate.service.api.parse import ID_PATTERN
+from turngate.service.core.limits import ID_PATTERN
 from turngate.v1 import turngate_pb2 as pb
 
-# What the service may answer (DESIGN.md §3, issue 5): never UNKNOWN, INTERNAL or UNAVAILABLE,
+# What the service may answer (docs/design.md §3, issue 5): never UNKNOWN, INTERNAL or UNAVAILABLE,
 # and no DEADLINE_EXCEEDED within the generous deadline the fuzz calls carry.
 DOCUMENTED = frozenset(
     {

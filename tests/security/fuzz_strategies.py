@@ -58,7 +58,7 @@ _WIRE_OF_TYPE = {
 }
 _BITS_32 = {F.TYPE_INT32, F.TYPE_UINT32, F.TYPE_SINT32, F.TYPE_FIXED32, F.TYPE_SFIXED32, F.TYPE_ENUM}
 
-# The bytes limits of DESIGN.md §3 and the API (identifiers are 128 characters).
+# The bytes limits of docs/design.md §3.8 and the API (identifiers are 128 characters).
 TEXT_LIMITS = {"reason": KIB, "error": KIB, "resolution": 16 * KIB, "name": 256, "kind": 128}
 ID_LIMIT = 128
 # Free text that is mostly left empty (an error is only allowed with a FAILED status or outcome).

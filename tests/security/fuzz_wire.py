@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, assert_never
 
 from turngate.v1 import turngate_pb2 as pb
 
@@ -109,9 +109,11 @@ def _payload(wire: int, payload: int | bytes | Long) -> bytes:
                 return struct.pack("<Q", payload % 2**64)
             if wire == I32:
                 return struct.pack("<I", payload % 2**32)
-            if wire == VARINT:
-                return varint(payload)
             data = varint(payload)
+            if wire == VARINT:
+                return data
+        case _:
+            assert_never(payload)
     if wire == LEN:
         return varint(len(data)) + data
     return data

@@ -26,9 +26,9 @@ from tests.security.principals import (
     client_as,
 )
 from turngate.service.auth.access import ROLES
+from turngate.service.codec import dump_session
+from turngate.service.core import SessionKey
 from turngate.service.server import TurngateServer
-from turngate.service.store.base import SessionKey
-from turngate.service.store.codec import dump_session
 from turngate.v1 import turngate_pb2 as pb
 
 DENIED = {grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED}

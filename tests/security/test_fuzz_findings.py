@@ -13,6 +13,8 @@ from tests.e2e.calls import admit, record_interaction, refused
 from tests.e2e.servers import Client, running, settings_for
 from tests.security.fuzz_stores import fresh_database
 from turngate.service.api import parse
+from turngate.service.api.fields import InvalidArgument
+from turngate.service.api.policy import Policy
 from turngate.v1 import turngate_pb2 as pb
 
 NUL = "before\x00after"
@@ -61,7 +63,7 @@ FREE_TEXT: list[tuple[str, str, Build]] = [
 ]
 CASES = [pytest.param(build, field, id=f"{rpc}.{field}") for rpc, field, build in FREE_TEXT]
 
-_POLICY = parse.Policy(lease_ttl=20_000_000, stop_grace=30_000_000, memory_ttl=600_000_000)
+_POLICY = Policy(lease_ttl=20_000_000, stop_grace=30_000_000, memory_ttl=600_000_000)
 _PARSERS: dict[type[Message], Callable[[Any], object]] = {
     pb.RecordToolCallRequest: lambda r: parse.record_tool_call(r, _POLICY, ""),
     pb.RecordInteractionRequest: lambda r: parse.record_interaction(r, _POLICY, ""),
@@ -75,7 +77,7 @@ _LEASE = pb.TurnLease(session=pb.SessionRef(project_id="p", session_id="s"), tur
 @pytest.mark.parametrize(("build", "field"), CASES)
 def test_nul_in_free_text_is_refused_at_the_edge(build: Build, field: str) -> None:
     request = build(_LEASE, NUL)
-    with pytest.raises(parse.InvalidArgument) as refusal:
+    with pytest.raises(InvalidArgument) as refusal:
         _PARSERS[type(request)](request)
     assert refusal.value.violations == [(field, "must not contain NUL (U+0000)")]
     _PARSERS[type(request)](build(_LEASE, "before after"))

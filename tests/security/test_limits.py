@@ -18,9 +18,8 @@ from tests.e2e.servers import Client, client_for, running, settings_for
 from tests.e2e.watching import eventually
 from tests.security.freezer import Freezer
 from tests.security.principals import ADMIN, GATEWAY_A, PROJECT_A, WATCHER_A, bearer, client_as, write_tokens
-from turngate.service.core import Command, Heartbeat
+from turngate.service.core import Command, Heartbeat, SessionKey
 from turngate.service.server import TurngateServer
-from turngate.service.store.base import SessionKey
 from turngate.v1 import turngate_pb2 as pb
 
 LIMITS = {

@@ -26,9 +26,8 @@ from tests.e2e.servers import Client
 from tests.e2e.watching import STREAM_TIMEOUT_S, collect, watch
 from tests.telemetry.recorded import Recorded, children, in_session, in_trace, rpc
 from turngate.client import Client as Sdk
-from turngate.service.core import Command, Heartbeat
+from turngate.service.core import Command, Heartbeat, SessionKey
 from turngate.service.server import TurngateServer
-from turngate.service.store.base import SessionKey
 from turngate.v1 import turngate_pb2 as pb
 
 RUNNER = Path(__file__).with_name("runner_process.py")

@@ -1,4 +1,4 @@
-"""store/codec.py: the session document and its events survive JSON exactly (every store relies on it).
+"""codec.py: the session document and its events survive JSON exactly (every store relies on it).
 
 The property tests round-trip every state and event they reach; these pin down the awkward shapes.
 """
@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from turngate.service import codec
 from turngate.service.core import (
     Cancelled,
     Event,
@@ -25,7 +26,6 @@ from turngate.service.core import (
     TurnPhase,
     TurnSettled,
 )
-from turngate.service.store import codec
 
 from .helpers import SECOND, Timeline, active_of, cancel, complete, interaction, resolve, running, tool_call
 

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
 
+from turngate.service import codec
 from turngate.service.core import (
     ActiveTurn,
     Admitted,
@@ -51,7 +52,6 @@ from turngate.service.core import (
     decide,
 )
 from turngate.service.core.limits import RECENT_TURNS
-from turngate.service.store import codec
 
 from .helpers import (
     SECOND,

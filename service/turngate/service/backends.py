@@ -20,16 +20,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from turngate.service.config import Settings
 from turngate.service.history import LiveHistory
-from turngate.service.ledger.migrate import migrate
-from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ledger.reads import Ledger
-from turngate.service.store import open_store
-from turngate.service.store.base import StoreUnavailable
+from turngate.service.ports.store import StoreUnavailable
+from turngate.service.sql.engine import make_engine
+from turngate.service.sql.migrate import migrate
 from turngate.service.store.cas import CompareAndSetStore
-from turngate.service.store.engine import make_engine
-from turngate.service.store.redis import RedisStore, connect
-from turngate.service.store.redis_feed import RedisLogFeed
-from turngate.service.store.redis_keys import Keyspace
+from turngate.service.store.redis.feed import RedisLogFeed
+from turngate.service.store.redis.keys import Keyspace
+from turngate.service.store.redis.projector import LedgerProjector
+from turngate.service.store.redis.store import RedisStore, connect
+from turngate.service.store.sql import open_store
 from turngate.service.watch import Feed
 
 log = logging.getLogger("turngate.backends")

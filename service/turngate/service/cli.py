@@ -157,9 +157,9 @@ def _run_service(command: str, settings: Settings) -> int:
     # Imported here: the operator commands start faster without the server's stack.
     from turngate.service.auth.principals import TokensFileError
     from turngate.service.auth.tls import TlsError
-    from turngate.service.ledger.migrate import migrate
+    from turngate.service.ports.store import StoreUnavailable
     from turngate.service.server import ListenError, project, serve
-    from turngate.service.store.base import StoreUnavailable
+    from turngate.service.sql.migrate import migrate
     from turngate.service.telemetry import logs, setup
 
     logs.configure(settings.log_level, settings.log_format)

@@ -13,15 +13,19 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from turngate.client.hosts import is_loopback
-
-DAY = 24 * 3600.0
-MIN_LEASE_TTL = 1.0
-MAX_LEASE_TTL = DAY
+from turngate.service.core import limits
 
 Seconds = Annotated[float, Field(allow_inf_nan=False)]
 _LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+|\*):(\d{1,5})$")
 SQL_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _seconds(us: int) -> float:
+    return us / limits.SECOND
+
+
+DAY = _seconds(limits.DAY)
 
 
 class Settings(BaseSettings):
@@ -31,9 +35,22 @@ class Settings(BaseSettings):
     store: str = "sqlite+aiosqlite:///./turngate.db"
     # With a Redis store: the SQL database that keeps the durable history (the ledger).
     ledger: str | None = None
-    lease_ttl: Seconds = Field(20.0, ge=MIN_LEASE_TTL, le=MAX_LEASE_TTL)
-    stop_grace: Seconds = Field(30.0, ge=1.0, le=DAY)
-    tombstone_ttl: Seconds = Field(600.0, ge=1.0, le=7 * DAY)
+    lease_ttl: Seconds = Field(
+        _seconds(limits.DEFAULT_LEASE_TTL),
+        ge=_seconds(limits.MIN_LEASE_TTL),
+        le=_seconds(limits.MAX_LEASE_TTL),
+    )
+    stop_grace: Seconds = Field(
+        _seconds(limits.DEFAULT_STOP_GRACE),
+        ge=_seconds(limits.MIN_STOP_GRACE),
+        le=_seconds(limits.MAX_STOP_GRACE),
+    )
+    # How long a tombstone and a CancelTurn request_id's answer are remembered.
+    tombstone_ttl: Seconds = Field(
+        _seconds(limits.DEFAULT_MEMORY_TTL),
+        ge=_seconds(limits.MIN_MEMORY_TTL),
+        le=_seconds(limits.MAX_MEMORY_TTL),
+    )
     # How many of a session's latest events a watcher may resume from; older cursors resync.
     event_retention: int = Field(1_000, ge=100, le=1_000_000)
     # Events queued for one watcher before its stream ends and it must resume from its cursor.
@@ -69,8 +86,8 @@ class Settings(BaseSettings):
     max_watches_per_session: int = Field(1_000, ge=1, le=1_000_000)
     # Sessions of one project that may have an active turn at once; 0 = no limit (see docs/security.md).
     max_active_sessions_per_project: int = Field(0, ge=0, le=10_000_000)
-    max_open_tool_calls: int = Field(1024, ge=1, le=4096)
-    max_pending_interactions: int = Field(256, ge=1, le=1024)
+    max_open_tool_calls: int = Field(limits.MAX_OPEN_TOOL_CALLS, ge=1, le=limits.MAX_TOOL_CALLS)
+    max_pending_interactions: int = Field(limits.MAX_PENDING_INTERACTIONS, ge=1, le=limits.MAX_INTERACTIONS)
     # Deadline given to a unary call whose caller set none.
     rpc_timeout: Seconds = Field(30.0, gt=0.0, le=3600.0)
     # Ping every connection this often; one that does not answer within keepalive_timeout is dropped.

@@ -15,25 +15,25 @@ from turngate.service.api import decoding
 from turngate.service.api.admission import AdmissionService
 from turngate.service.api.control import ControlService
 from turngate.service.api.edge import Edge, Gatekeeper
-from turngate.service.api.parse import Policy
+from turngate.service.api.policy import Policy
 from turngate.service.api.quota import WatchQuota
 from turngate.service.api.sessions import SessionService
 from turngate.service.auth.principals import Tokens, TokensFileError, load_tokens
 from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, open_backend, project_when_ready, projector_for
 from turngate.service.config import Settings
-from turngate.service.store.base import StoreUnavailable
+from turngate.service.core import limits
+from turngate.service.ports.store import StoreUnavailable
+from turngate.service.sql.engine import make_engine
 from turngate.service.store.cas import CompareAndSetStore
-from turngate.service.store.engine import make_engine
 from turngate.service.telemetry import instrument
-from turngate.service.telemetry.metrics import Sampler
+from turngate.service.telemetry.metrics import Sources
 from turngate.service.watch import WatchHub
 from turngate.service.watchdog import Watchdog
 from turngate.v1 import turngate_pb2 as pb
 
 log = logging.getLogger("turngate.server")
 SERVICE_NAMES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by_name.values())
-_US = 1_000_000
 _HEALTH_INTERVAL = 1.0
 
 
@@ -80,15 +80,24 @@ class TurngateServer:
         )
         watchdog = Watchdog(store)
         policy = Policy(
-            lease_ttl=round(settings.lease_ttl * _US),
-            stop_grace=round(settings.stop_grace * _US),
-            memory_ttl=round(settings.tombstone_ttl * _US),
+            lease_ttl=round(settings.lease_ttl * limits.SECOND),
+            stop_grace=round(settings.stop_grace * limits.SECOND),
+            memory_ttl=round(settings.tombstone_ttl * limits.SECOND),
             max_open_tool_calls=settings.max_open_tool_calls,
             max_pending_interactions=settings.max_pending_interactions,
             max_active_sessions_per_project=settings.max_active_sessions_per_project,
         )
         quota = WatchQuota(settings.max_watches_per_principal, settings.max_watches_per_session)
-        instrumented = instrument.server(store, hub, backend.projector)
+        projector = backend.projector
+        instrumented = instrument.server(
+            store,
+            Sources(
+                active_turns=store.count_active,
+                lag=projector.lag if projector else None,
+                watchers=lambda: hub.watchers,
+                dead_letters=(lambda: projector.dead_letters) if projector else None,
+            ),
+        )
         server = grpc.aio.server(
             interceptors=[*instrumented.interceptors, Edge(self._gatekeeper, settings.rpc_timeout)],
             options=_grpc_options(settings),
@@ -240,7 +249,7 @@ async def project(settings: Settings) -> None:
     projector = projector_for(settings, engine)
     loops = [
         lambda: project_when_ready(settings, projector),
-        *instrument.sampling(Sampler(projector=projector)),
+        *instrument.sampling(Sources(lag=projector.lag, dead_letters=lambda: projector.dead_letters)),
     ]
     tasks = [asyncio.create_task(loop()) for loop in loops]
     log.info("turngate projecting the outboxes of %s into the ledger", settings.redis_prefix)

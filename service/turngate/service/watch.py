@@ -17,8 +17,8 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from turngate.service.core import Decision, Event, Session
-from turngate.service.store.base import SessionKey, Store
+from turngate.service.core import Decision, Event, Session, SessionKey
+from turngate.service.ports.store import Store
 
 _REPLAY_PAGE = 500
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from turngate.service.core import Decision, Expire, Swept
-from turngate.service.store.base import SessionKey, Store, StoreContention, StoreUnavailable
+from turngate.service.core import Decision, Expire, SessionKey, Swept
+from turngate.service.ports.store import Store, StoreContention, StoreUnavailable
 from turngate.service.telemetry import traces
 
 log = logging.getLogger("turngate.watchdog")

@@ -8,27 +8,27 @@ from turngate.service import core
 from turngate.service.api import convert, parse
 from turngate.service.api.edge import current_principal
 from turngate.service.api.errors import guarded
-from turngate.service.api.replies import Context, answer
-from turngate.service.store.base import SessionKey, Store
+from turngate.service.api.fields import traceparent
+from turngate.service.api.policy import Policy
+from turngate.service.api.replies import Context, decided
+from turngate.service.core import SessionKey
+from turngate.service.ports.store import Store
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
 
 class AdmissionService(pb_grpc.AdmissionServiceServicer):
-    def __init__(self, store: Store, policy: parse.Policy) -> None:
+    def __init__(self, store: Store, policy: Policy) -> None:
         self._store = store
         self._policy = policy
 
     @guarded
     async def AdmitTurn(self, request: pb.AdmitTurnRequest, context: Context) -> pb.AdmitTurnResponse:
         metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
-        key, command = parse.admit(
-            request, self._policy, parse.traceparent(metadata), current_principal.get().name
-        )
+        key, command = parse.admit(request, self._policy, traceparent(metadata), current_principal.get().name)
         if command.max_active_in_project:
             command = replace(command, active_in_project=await self._active_in_project(key, command))
-        reply = await answer(context, (await self._store.apply(key, command)).reply, admission=True)
-        assert isinstance(reply, core.Admitted)
+        reply = await decided(self._store, context, key, command, core.Admitted, admission=True)
         return convert.admitted(key, reply)
 
     async def _active_in_project(self, key: SessionKey, command: core.Admit) -> int:
@@ -39,17 +39,14 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
     @guarded
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Context) -> pb.HeartbeatResponse:
         key, command = parse.heartbeat(request, current_principal.get().name)
-        reply = await answer(context, (await self._store.apply(key, command)).reply)
-        assert isinstance(reply, core.HeartbeatReply)
-        return convert.heartbeat(reply)
+        return convert.heartbeat(await decided(self._store, context, key, command, core.HeartbeatReply))
 
     @guarded
     async def RecordToolCall(
         self, request: pb.RecordToolCallRequest, context: Context
     ) -> pb.RecordToolCallResponse:
         key, command = parse.record_tool_call(request, self._policy, current_principal.get().name)
-        reply = await answer(context, (await self._store.apply(key, command)).reply)
-        assert isinstance(reply, core.ToolCallReply)
+        reply = await decided(self._store, context, key, command, core.ToolCallReply)
         return convert.tool_call_recorded(reply)
 
     @guarded
@@ -57,8 +54,7 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
         self, request: pb.RecordInteractionRequest, context: Context
     ) -> pb.RecordInteractionResponse:
         key, command = parse.record_interaction(request, self._policy, current_principal.get().name)
-        reply = await answer(context, (await self._store.apply(key, command)).reply)
-        assert isinstance(reply, core.InteractionReply)
+        reply = await decided(self._store, context, key, command, core.InteractionReply)
         return convert.interaction_recorded(reply)
 
     @guarded
@@ -66,6 +62,4 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
         self, request: pb.CompleteTurnRequest, context: Context
     ) -> pb.CompleteTurnResponse:
         key, command = parse.complete(request, current_principal.get().name)
-        reply = await answer(context, (await self._store.apply(key, command)).reply)
-        assert isinstance(reply, core.CompleteReply)
-        return convert.completed(reply)
+        return convert.completed(await decided(self._store, context, key, command, core.CompleteReply))

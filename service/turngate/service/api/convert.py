@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from turngate.service import core
-from turngate.service.ledger.views import TurnView
-from turngate.service.store.base import SessionKey
+from turngate.service.core import SessionKey
+from turngate.service.ports.history import (
+    InteractionView,
+    ToolCallView,
+    TurnView,
+    interaction_view,
+    tool_call_view,
+    turn_view,
+)
 from turngate.v1 import turngate_pb2 as pb
 
 _US = 1_000_000
@@ -39,57 +48,49 @@ def outcome(value: core.TurnOutcome | None) -> pb.TurnOutcome.ValueType:
     return pb.TurnOutcome.ValueType(value or 0)
 
 
-def tool_call(call_id: str, call: core.ToolCall, error: str = "") -> pb.ToolCall:
+def tool_call(view: ToolCallView) -> pb.ToolCall:
     return pb.ToolCall(
-        call_id=call_id,
-        name=call.name,
-        status=pb.ToolCallStatus.ValueType(call.status),
-        error=error,
-        opened_at=timestamp(call.opened_at),
-        closed_at=timestamp(call.closed_at),
+        call_id=view.call_id,
+        name=view.name,
+        status=pb.ToolCallStatus.ValueType(view.status),
+        error=view.error,
+        opened_at=timestamp(view.opened_at),
+        closed_at=timestamp(view.closed_at),
     )
 
 
-def interaction(interaction_id: str, value: core.Interaction, resolution: str = "") -> pb.Interaction:
+def interaction(view: InteractionView) -> pb.Interaction:
     return pb.Interaction(
-        interaction_id=interaction_id,
-        kind=value.kind,
-        status=pb.InteractionStatus.ValueType(value.status),
-        resolution=resolution,
-        opened_at=timestamp(value.opened_at),
-        closed_at=timestamp(value.closed_at),
+        interaction_id=view.interaction_id,
+        kind=view.kind,
+        status=pb.InteractionStatus.ValueType(view.status),
+        resolution=view.resolution,
+        opened_at=timestamp(view.opened_at),
+        closed_at=timestamp(view.closed_at),
     )
 
 
-def active_turn(turn: core.ActiveTurn) -> pb.TurnRecord:
-    stop = turn.stop
-    return pb.TurnRecord(
-        turn_id=turn.turn_id,
-        runner_id=turn.runner_id,
-        generation=turn.generation,
-        phase=turn_phase(turn.phase),
-        stop_requested=stop is not None,
-        admitted_at=timestamp(turn.admitted_at),
-        lease_expires_at=timestamp(turn.lease_expires_at),
-        stop_reason=stop.reason if stop else "",
-        stop_deadline=timestamp(stop.deadline) if stop else None,
+def turn_record(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
+    """A turn as history or the live document has it (snapshots, events, GetTurn, ListTurns)."""
+    record = pb.TurnRecord(
+        turn_id=view.turn_id,
+        runner_id=view.runner_id,
+        generation=view.generation,
+        phase=turn_phase(view.phase),
+        outcome=outcome(view.outcome),
+        settled_by=pb.SettledBy.ValueType(view.settled_by or 0),
+        stop_requested=view.stop_requested,
+        admitted_at=timestamp(view.admitted_at),
+        settled_at=timestamp(view.settled_at),
+        error=view.error,
+        lease_expires_at=None if view.settled_at else timestamp(view.lease_expires_at),
+        stop_reason=view.stop_reason,
+        stop_deadline=None if view.settled_at else timestamp(view.stop_deadline),
     )
-
-
-def settled_turn(turn: core.SettledTurn) -> pb.TurnRecord:
-    return pb.TurnRecord(
-        turn_id=turn.turn_id,
-        runner_id=turn.runner_id,
-        generation=turn.generation,
-        phase=pb.TURN_PHASE_SETTLED,
-        outcome=outcome(turn.outcome),
-        settled_by=pb.SettledBy.ValueType(turn.settled_by),
-        stop_requested=turn.stop_requested,
-        admitted_at=timestamp(turn.admitted_at),
-        settled_at=timestamp(turn.settled_at),
-        error=turn.error,
-        stop_reason=turn.stop_reason,
-    )
+    if with_calls:
+        record.tool_calls.extend(tool_call(call) for call in view.tool_calls)
+        record.interactions.extend(interaction(it) for it in view.interactions)
+    return record
 
 
 def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.SessionSnapshot:
@@ -98,8 +99,8 @@ def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.S
         session=session_ref(key),
         seq=state.head,
         phase=pb.SessionPhase.ValueType(state.phase),
-        active=active_turn(state.active) if state.active else None,
-        last_settled=settled_turn(last) if last else None,
+        active=turn_record(turn_view(state.active), with_calls=False) if state.active else None,
+        last_settled=turn_record(turn_view(last)) if last else None,
         resync=resync,
     )
 
@@ -140,7 +141,7 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
                 pb.ToolCallChanged(
                     turn_id=b.turn_id,
                     generation=b.generation,
-                    tool_call=tool_call(b.call_id, b.call, b.error),
+                    tool_call=tool_call(tool_call_view(b.call_id, b.call, b.error)),
                 )
             )
         case core.InteractionChanged() as b:
@@ -148,18 +149,20 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
                 pb.InteractionChanged(
                     turn_id=b.turn_id,
                     generation=b.generation,
-                    interaction=interaction(b.interaction_id, b.interaction, b.resolution),
+                    interaction=interaction(interaction_view(b.interaction_id, b.interaction, b.resolution)),
                 )
             )
         case core.TurnSettled() as b:
             out.turn_settled.CopyFrom(
                 pb.TurnSettled(
-                    turn=settled_turn(b.turn),
+                    turn=turn_record(turn_view(b.turn)),
                     interrupted_tool_call_ids=b.interrupted_tool_call_ids,
                     cancelled_interaction_ids=b.cancelled_interaction_ids,
                     trace_id=trace_id(b.traceparent),
                 )
             )
+        case _:
+            assert_never(value.body)
     return out
 
 
@@ -184,26 +187,26 @@ def heartbeat(reply: core.HeartbeatReply) -> pb.HeartbeatResponse:
 
 def tool_call_recorded(reply: core.ToolCallReply) -> pb.RecordToolCallResponse:
     return pb.RecordToolCallResponse(
-        tool_call=tool_call(reply.call_id, reply.call, reply.error), recorded=reply.recorded
+        tool_call=tool_call(tool_call_view(reply.call_id, reply.call, reply.error)), recorded=reply.recorded
     )
 
 
 def interaction_recorded(reply: core.InteractionReply) -> pb.RecordInteractionResponse:
     return pb.RecordInteractionResponse(
-        interaction=interaction(reply.interaction_id, reply.interaction, reply.resolution),
+        interaction=interaction(interaction_view(reply.interaction_id, reply.interaction, reply.resolution)),
         recorded=reply.recorded,
     )
 
 
 def interaction_resolved(reply: core.InteractionReply) -> pb.ResolveInteractionResponse:
     return pb.ResolveInteractionResponse(
-        interaction=interaction(reply.interaction_id, reply.interaction, reply.resolution),
+        interaction=interaction(interaction_view(reply.interaction_id, reply.interaction, reply.resolution)),
         turn_id=reply.turn_id,
     )
 
 
 def completed(reply: core.CompleteReply) -> pb.CompleteTurnResponse:
-    return pb.CompleteTurnResponse(turn=settled_turn(reply.turn), recorded=reply.recorded)
+    return pb.CompleteTurnResponse(turn=turn_record(turn_view(reply.turn)), recorded=reply.recorded)
 
 
 def cancelled(reply: core.CancelReply) -> pb.CancelTurnResponse:
@@ -237,46 +240,5 @@ def cancelled(reply: core.CancelReply) -> pb.CancelTurnResponse:
                     last_outcome=outcome(reply.last_outcome),
                 )
             )
-
-
-def turn_view(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
-    """A turn as the ledger recorded it (GetTurn, ListTurns)."""
-    record = pb.TurnRecord(
-        turn_id=view.turn_id,
-        runner_id=view.runner_id,
-        generation=view.generation,
-        phase=turn_phase(view.phase),
-        outcome=outcome(view.outcome),
-        settled_by=pb.SettledBy.ValueType(view.settled_by or 0),
-        stop_requested=view.stop_requested,
-        admitted_at=timestamp(view.admitted_at),
-        settled_at=timestamp(view.settled_at),
-        error=view.error,
-        lease_expires_at=None if view.settled_at else timestamp(view.lease_expires_at),
-        stop_reason=view.stop_reason,
-        stop_deadline=None if view.settled_at else timestamp(view.stop_deadline),
-    )
-    if with_calls:
-        record.tool_calls.extend(
-            pb.ToolCall(
-                call_id=c.call_id,
-                name=c.name,
-                status=pb.ToolCallStatus.ValueType(c.status),
-                error=c.error,
-                opened_at=timestamp(c.opened_at),
-                closed_at=timestamp(c.closed_at),
-            )
-            for c in view.tool_calls
-        )
-        record.interactions.extend(
-            pb.Interaction(
-                interaction_id=i.interaction_id,
-                kind=i.kind,
-                status=pb.InteractionStatus.ValueType(i.status),
-                resolution=i.resolution,
-                opened_at=timestamp(i.opened_at),
-                closed_at=timestamp(i.closed_at),
-            )
-            for i in view.interactions
-        )
-    return record
+        case _:
+            assert_never(reply)

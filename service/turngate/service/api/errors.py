@@ -19,8 +19,8 @@ from grpc_status import rpc_status
 
 from turngate.service import core
 from turngate.service.api import convert
-from turngate.service.api.parse import InvalidArgument
-from turngate.service.store.base import StoreContention, StoreUnavailable
+from turngate.service.api.fields import InvalidArgument
+from turngate.service.ports.store import StoreContention, StoreUnavailable
 from turngate.service.telemetry import traces
 from turngate.v1 import turngate_pb2 as pb
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from turngate.service.store.base import SessionKey
+from turngate.service.core import SessionKey
 
 
 class WatchLimit(Exception):

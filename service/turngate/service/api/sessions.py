@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from turngate.service.api import convert, errors, parse
+from turngate.service.api import convert, errors, page_tokens, parse
 from turngate.service.api.edge import current_principal
 from turngate.service.api.errors import guarded
 from turngate.service.api.quota import WatchLimit, WatchQuota
 from turngate.service.api.replies import Context
-from turngate.service.ledger.views import TurnHistory, TurnView
-from turngate.service.store.base import Store
+from turngate.service.ports.history import TurnHistory, TurnView
+from turngate.service.ports.store import Store
 from turngate.service.watch import Snapshot, WatchClosed, WatchHub, WatchOverflow
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
@@ -66,8 +66,7 @@ class SessionService(pb_grpc.SessionServiceServicer):
             await errors.abort(
                 context, errors.not_found(f"turn {turn_id} was never admitted in this session")
             )
-        assert view is not None
-        return pb.GetTurnResponse(turn=convert.turn_view(view))
+        return pb.GetTurnResponse(turn=convert.turn_record(view))
 
     @guarded
     async def ListTurns(self, request: pb.ListTurnsRequest, context: Context) -> pb.ListTurnsResponse:
@@ -76,8 +75,8 @@ class SessionService(pb_grpc.SessionServiceServicer):
         more = len(views) > page.size
         turns: list[TurnView] = views[: page.size]
         return pb.ListTurnsResponse(
-            turns=[convert.turn_view(v, with_calls=False) for v in turns],
-            next_page_token=parse.turns_page_token(turns[-1].generation) if more else "",
+            turns=[convert.turn_record(v, with_calls=False) for v in turns],
+            next_page_token=page_tokens.turns_page_token(turns[-1].generation) if more else "",
         )
 
     @guarded
@@ -90,7 +89,7 @@ class SessionService(pb_grpc.SessionServiceServicer):
         states = await asyncio.gather(*(self._store.load(key) for key, _ in shown))
         return pb.ListActiveSessionsResponse(
             sessions=[convert.snapshot(key, state) for (key, _), state in zip(shown, states, strict=True)],
-            next_page_token=parse.active_page_token(shown[-1][1], shown[-1][0].session_id)
+            next_page_token=page_tokens.active_page_token(shown[-1][1], shown[-1][0].session_id)
             if len(found) > page.size
             else "",
         )

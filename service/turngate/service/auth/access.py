@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 from turngate.service.auth.principals import Principal, Role
 from turngate.v1 import turngate_pb2 as pb
 
-# The roles of each service's callers (DESIGN.md: runner, gateway, client); admin may call anything.
+# The roles of each service's callers (docs/design.md §1.1: runner, gateway, client); admin may call anything.
 _SERVICE_ROLES: Mapping[str, frozenset[Role]] = {
     "AdmissionService": frozenset({Role.RUNNER, Role.ADMIN}),
     "ControlService": frozenset({Role.GATEWAY, Role.ADMIN}),

@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from turngate.service.api.parse import ID_PATTERN
+from turngate.service.core.limits import ID_PATTERN
 
 ALL_PROJECTS = "*"
 

@@ -32,7 +32,7 @@ from turngate.service.core.events import (
     TurnAdmitted,
     TurnSettled,
 )
-from turngate.service.core.model import ActiveTurn, RequestMemo, Session
+from turngate.service.core.model import ActiveTurn, RequestMemo, Session, SessionKey
 from turngate.service.core.records import Interaction, SettledTurn, StopRequest, ToolCall
 from turngate.service.core.replies import (
     Admitted,
@@ -81,6 +81,7 @@ __all__ = [
     "ResolveInteraction",
     "RunnerCommand",
     "Session",
+    "SessionKey",
     "SessionPhase",
     "SettledBy",
     "SettledTurn",

@@ -1,6 +1,6 @@
 """decide(state, command, now): every rule of the session state machine, once, with no I/O.
 
-The invariants (DESIGN.md §2) each have a home here:
+The invariants (docs/design.md §2) each have a home here:
 I1 single turn and I3 idempotent admission: `_admit`; I2 fencing: `_fenced` (and a turn's writes
 belong to the principal that admitted it: `_foreign`); I4 guarded Stop:
 `_cancel`/`_stop`; I5 Stop is a request: `_stop_active`; I6 one outcome and I7 nothing left open:
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import TypeVar, assert_never
 
 from turngate.service.core import limits
 from turngate.service.core.commands import (
@@ -95,6 +95,8 @@ def decide(state: Session, command: Command, now: int) -> Decision:
             reply = _cancel(draft, command)
         case Expire():
             reply = Swept(settled=swept)
+        case _:
+            assert_never(command)
     return draft.finish(reply)
 
 

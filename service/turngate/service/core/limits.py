@@ -1,11 +1,50 @@
-"""Bounds the core enforces on one session document, so every write stays small."""
+"""Every bound of the state machine and its contract, once (docs/design.md §2.5 timing, §3.8 input
+limits). The API validates requests against them, settings take their defaults and ranges from
+them, and decide() enforces the per-turn and per-session ones. Durations are µs, like every time
+in the core; sizes of texts are bytes of UTF-8.
+"""
 
-# Defaults of the settings of the same names (commands carry the configured bounds).
+SECOND = 1_000_000
+DAY = 24 * 3600 * SECOND
+
+# Identifiers (project, session, turn, runner, call, interaction, request, principal names).
+ID_PATTERN = "[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+
+# Free texts.
+MAX_TEXT = 1024  # a Stop's reason, a tool call's or a turn's error
+MAX_RESOLUTION = 16 * 1024
+MAX_TOOL_NAME = 256
+MAX_KIND = 128
+
+# Reads that page.
+MAX_PAGE_SIZE = 500
+DEFAULT_PAGE_SIZE = 50
+
+# Generations and times are int64 in every store.
+MAX_INT64 = 2**63 - 1
+
+# The timing contract: defaults and the ranges the settings accept (a runner may ask for its own
+# lease within the same range).
+DEFAULT_LEASE_TTL = 20 * SECOND
+MIN_LEASE_TTL = 1 * SECOND
+MAX_LEASE_TTL = DAY
+DEFAULT_STOP_GRACE = 30 * SECOND
+MIN_STOP_GRACE = 1 * SECOND
+MAX_STOP_GRACE = DAY
+# How long a tombstone and a CancelTurn request_id's answer are remembered.
+DEFAULT_MEMORY_TTL = 600 * SECOND
+MIN_MEMORY_TTL = 1 * SECOND
+MAX_MEMORY_TTL = 7 * DAY
+
+# Per turn. The open and pending bounds are settings (these are their defaults; commands carry
+# the configured ones) and cannot exceed the totals, which bound the document: closed calls stay
+# in it until settlement, for idempotent records.
 MAX_OPEN_TOOL_CALLS = 1024
 MAX_PENDING_INTERACTIONS = 256
-# Closed calls stay in the document until settlement (for idempotent records), so the total is bounded too.
 MAX_TOOL_CALLS = 4096
 MAX_INTERACTIONS = 1024
+
+# Per session: what the document remembers, so every write stays small.
 RECENT_TURNS = 32
 MAX_TOMBSTONES = 64
 MAX_REQUEST_MEMOS = 64

@@ -10,6 +10,14 @@ from turngate.service.core.records import Interaction, SettledTurn, StopRequest,
 from turngate.service.core.replies import CancelReply
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class SessionKey:
+    """Which session a document is: every key, row and event is scoped by project (I11)."""
+
+    project_id: str
+    session_id: str
+
+
 @dataclass(frozen=True, slots=True)
 class ActiveTurn:
     """The turn holding the session. `traceparent` is the admitting request's W3C trace context;

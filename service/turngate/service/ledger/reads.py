@@ -7,11 +7,17 @@ from typing import Any
 from sqlalchemy import Row, Select, Table, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from turngate.service.core import InteractionStatus, SettledBy, ToolCallStatus, TurnOutcome, TurnPhase
-from turngate.service.ledger.tables import interactions, tool_calls, turns
-from turngate.service.ledger.views import InteractionView, ToolCallView, TurnView
-from turngate.service.store.base import SessionKey
-from turngate.service.store.engine import unavailable_on_failure
+from turngate.service.core import (
+    InteractionStatus,
+    SessionKey,
+    SettledBy,
+    ToolCallStatus,
+    TurnOutcome,
+    TurnPhase,
+)
+from turngate.service.ports.history import InteractionView, ToolCallView, TurnView
+from turngate.service.sql.engine import unavailable_on_failure
+from turngate.service.sql.tables import interactions, tool_calls, turns
 
 
 class Ledger:

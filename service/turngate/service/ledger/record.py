@@ -19,16 +19,18 @@ from enum import IntEnum
 from functools import cache
 from itertools import groupby
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import Any, assert_never
 
 from sqlalchemy import bindparam, false
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable, Update
 
+from turngate.service.codec import dump_event_body
 from turngate.service.core import (
     Event,
     InteractionChanged,
     InteractionStatus,
+    SessionKey,
     StopRequested,
     ToolCallChanged,
     ToolCallStatus,
@@ -36,11 +38,7 @@ from turngate.service.core import (
     TurnPhase,
     TurnSettled,
 )
-from turngate.service.ledger.tables import dialect_insert, interactions, session_events, tool_calls, turns
-from turngate.service.store.codec import dump_event_body
-
-if TYPE_CHECKING:
-    from turngate.service.store.base import SessionKey
+from turngate.service.sql.tables import dialect_insert, interactions, session_events, tool_calls, turns
 
 _Row = dict[str, Any]
 

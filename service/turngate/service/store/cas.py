@@ -11,13 +11,12 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-from turngate.service.core import Command, Decision, Session, decide
-from turngate.service.store.base import (
+from turngate.service.core import Command, Decision, Session, SessionKey, decide
+from turngate.service.ports.store import (
     Applied,
     BeforeWrite,
     CommitListener,
     Observer,
-    SessionKey,
     Store,
     StoreContention,
 )

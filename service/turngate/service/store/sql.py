@@ -8,14 +8,14 @@ from contextlib import AbstractContextManager
 from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, cast, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from turngate.service.core import Command, Decision, Event, Session
+from turngate.service.codec import dump_session, load_event_body, load_session
+from turngate.service.core import Command, Decision, Event, Session, SessionKey
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.record import record
-from turngate.service.ledger.tables import dialect_insert, session_events, sessions
-from turngate.service.store.base import Applied, BeforeWrite, SessionKey
+from turngate.service.ports.store import Applied, BeforeWrite
+from turngate.service.sql.engine import DEFAULT_URL, SqliteSynchronous, make_engine, unavailable_on_failure
+from turngate.service.sql.tables import dialect_insert, session_events, sessions
 from turngate.service.store.cas import CompareAndSetStore
-from turngate.service.store.codec import dump_session, load_event_body, load_session
-from turngate.service.store.engine import unavailable_on_failure
 
 # The key's parameters are named apart from the columns, which an UPDATE would otherwise SET.
 _SESSION = and_(
@@ -181,3 +181,13 @@ class SqlStore(CompareAndSetStore):
 
 def _key(key: SessionKey) -> dict[str, str]:
     return {"key_project_id": key.project_id, "key_session_id": key.session_id}
+
+
+def open_store(
+    url: str = DEFAULT_URL,
+    *,
+    sqlite_synchronous: SqliteSynchronous = "NORMAL",
+    before_write: BeforeWrite | None = None,
+) -> SqlStore:
+    """The store for `url` (sqlite or postgresql), whose schema `sql.migrate.migrate(url)` has made."""
+    return SqlStore(make_engine(url, sqlite_synchronous=sqlite_synchronous), before_write=before_write)

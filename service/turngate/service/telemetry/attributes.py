@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from turngate.service.core import (
     Event,
     InteractionChanged,
+    SessionKey,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
     TurnSettled,
 )
-from turngate.service.store.base import SessionKey
 
 # Span and metric attributes are these fields' names under this prefix (turngate.turn_id, …).
 PREFIX = "turngate."
@@ -42,6 +44,8 @@ def event_fields(event: Event) -> Fields:
             fields.update(
                 generation=turn.generation, outcome=turn.outcome.name, settled_by=turn.settled_by.name
             )
+        case _:
+            assert_never(event.body)
     return fields
 
 

@@ -8,11 +8,9 @@ from typing import Any
 
 import grpc
 
-from turngate.service.ledger.projector import LedgerProjector
-from turngate.service.store.cas import CompareAndSetStore
+from turngate.service.ports.store import Store
 from turngate.service.telemetry import logs, traces
-from turngate.service.telemetry.metrics import Sampler, process_metrics
-from turngate.service.watch import WatchHub
+from turngate.service.telemetry.metrics import Sampler, Sources, process_metrics
 
 Loop = Callable[[], Coroutine[Any, Any, None]]
 
@@ -25,24 +23,22 @@ class Instrumented:
     loops: list[Loop]
 
 
-def server(store: CompareAndSetStore, hub: WatchHub, projector: LedgerProjector | None) -> Instrumented:
+def server(store: Store, sources: Sources) -> Instrumented:
     """Logs the store's commits; traces if a tracer provider is installed; counts its decisions
-    and samples its gauges if a meter provider is."""
+    and samples `sources` for the gauges if a meter provider is."""
     store.add_listener(logs.log_events)
     traces.enable()
     process = process_metrics()
     if process is not None:
         store.add_observer(process.observe)
-    return Instrumented(
-        traces.server_interceptors(), sampling(Sampler(store=store, hub=hub, projector=projector))
-    )
+    return Instrumented(traces.server_interceptors(), sampling(sources))
 
 
-def sampling(sampler: Sampler) -> list[Loop]:
-    """The loop that keeps `sampler` current, reported by the process's gauges from now on; none
-    if no meter provider is installed."""
+def sampling(sources: Sources) -> list[Loop]:
+    """The loop that keeps a sampler of `sources` current, reported by the process's gauges from
+    now on; none if no meter provider is installed."""
     process = process_metrics()
     if process is None:
         return []
-    process.sampler = sampler
+    process.sampler = sampler = Sampler(sources)
     return [sampler.run]

@@ -19,8 +19,7 @@ from typing import Literal
 
 from opentelemetry import trace
 
-from turngate.service.core import Decision
-from turngate.service.store.base import SessionKey
+from turngate.service.core import Decision, SessionKey
 from turngate.service.telemetry.attributes import Fields, event_fields, session_fields
 
 LogFormat = Literal["text", "json"]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import assert_never
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -24,20 +26,24 @@ from turngate.service.core import (
     Admitted,
     Cancel,
     Cancelled,
+    Complete,
     Directive,
+    Expire,
     Heartbeat,
     HeartbeatReply,
     Idle,
     Mismatch,
+    RecordInteraction,
+    RecordToolCall,
     Refusal,
     Reply,
+    ResolveInteraction,
+    SessionKey,
     SettledTurn,
     TurnSettled,
 )
-from turngate.service.ledger.projector import LedgerProjector
-from turngate.service.store.base import Applied, SessionKey, Store, StoreUnavailable
+from turngate.service.ports.store import Applied, StoreUnavailable
 from turngate.service.telemetry.attributes import Fields, prefixed
-from turngate.service.watch import WatchHub
 
 SAMPLE_INTERVAL_S = 1.0
 _US = 1_000_000
@@ -45,34 +51,45 @@ _US = 1_000_000
 _SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 300.0)
 
 
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """Where the gauges of one server or projector read their values, handed in by whoever owns
+    them (telemetry imports none of the things it reports on). None: not reported."""
+
+    # Sampled every SAMPLE_INTERVAL_S: the store's active turns, the projector's outbox lag.
+    active_turns: Callable[[], Awaitable[int]] | None = None
+    lag: Callable[[], Awaitable[int]] | None = None
+    # Read at collection: the hub's open streams, the projector's dead letters.
+    watchers: Callable[[], int] | None = None
+    dead_letters: Callable[[], int] | None = None
+
+
 class Sampler:
     """What the gauges of one server or projector report."""
 
-    def __init__(
-        self,
-        *,
-        store: Store | None = None,
-        hub: WatchHub | None = None,
-        projector: LedgerProjector | None = None,
-    ) -> None:
-        self.store = store
-        self.hub = hub
-        self.projector = projector
+    def __init__(self, sources: Sources) -> None:
+        self.sources = sources
         self.active_turns: int | None = None
         self.lag: int | None = None
 
     async def run(self) -> None:
-        """Reads the store's active turns and the projector's lag until cancelled (then neither is
-        reported any more); a read that fails reports nothing until one succeeds."""
+        """Reads the active turns and the lag until cancelled (then neither is reported any more);
+        a read that fails reports nothing until one succeeds."""
         try:
             while True:
-                if self.store is not None:
-                    self.active_turns = await _read(self.store.count_active)
-                if self.projector is not None:
-                    self.lag = await _read(self.projector.lag)
+                if self.sources.active_turns is not None:
+                    self.active_turns = await _read(self.sources.active_turns)
+                if self.sources.lag is not None:
+                    self.lag = await _read(self.sources.lag)
                 await asyncio.sleep(SAMPLE_INTERVAL_S)
         finally:
             self.active_turns = self.lag = None
+
+    def watchers(self) -> int | None:
+        return None if self.sources.watchers is None else self.sources.watchers()
+
+    def dead_letters(self) -> int | None:
+        return None if self.sources.dead_letters is None else self.sources.dead_letters()
 
 
 async def _read(sample: Callable[[], Awaitable[int]]) -> int | None:
@@ -116,7 +133,7 @@ class Metrics:
         )
         meter.create_observable_up_down_counter(
             "turngate.watchers",
-            [self._callback(lambda sampler: sampler.hub.watchers if sampler.hub else None)],
+            [self._callback(Sampler.watchers)],
             "{watcher}",
             "WatchSession streams open on this replica",
         )
@@ -128,7 +145,7 @@ class Metrics:
         )
         meter.create_observable_counter(
             "turngate.projector.dead_letters",
-            [self._callback(lambda sampler: sampler.projector.dead_letters if sampler.projector else None)],
+            [self._callback(Sampler.dead_letters)],
             "{entry}",
             "What this process's projector could not record and dead-lettered",
         )
@@ -156,6 +173,10 @@ class Metrics:
                 if reply.directive is not Directive.ABANDON:
                     assert applied.state.active is not None
                     self._lease_margin.record((applied.state.active.lease_expires_at - applied.now) / _US)
+            case RecordToolCall() | RecordInteraction() | ResolveInteraction() | Complete() | Expire():
+                pass
+            case _:
+                assert_never(applied.command)
         for event in applied.decision.events:
             if isinstance(event.body, TurnSettled):
                 self._settled(applied, event.body.turn)

@@ -16,6 +16,7 @@ by a Stop, still leads back to the runner's trace.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
+from typing import assert_never
 
 import grpc
 from opentelemetry import context as otel_context
@@ -33,13 +34,16 @@ from turngate.service.core import (
     Command,
     Complete,
     Decision,
+    Expire,
     Heartbeat,
     RecordInteraction,
     RecordToolCall,
     Refusal,
+    ResolveInteraction,
+    SessionKey,
     TurnSettled,
 )
-from turngate.service.store.base import Applied, SessionKey
+from turngate.service.ports.store import Applied
 from turngate.service.telemetry.attributes import PREFIX, Fields, event_fields, prefixed, session_fields
 
 STORE_APPLY = "turngate.store.apply"
@@ -168,6 +172,9 @@ def _command_fields(command: Command) -> Fields:
             return {"turn_id": command.turn_id, "generation": command.generation}
         case Admit():
             return {"turn_id": command.turn_id}
-        case Cancel() if command.expected_turn_id:
-            return {"turn_id": command.expected_turn_id}
-    return {}
+        case Cancel():
+            return {"turn_id": command.expected_turn_id} if command.expected_turn_id else {}
+        case ResolveInteraction() | Expire():
+            return {}
+        case _:
+            assert_never(command)

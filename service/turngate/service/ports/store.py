@@ -11,15 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from turngate.service.core import Command, Decision, Event, Session
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class SessionKey:
-    """Every key, row and event is scoped by project (I11)."""
-
-    project_id: str
-    session_id: str
+from turngate.service.core import Command, Decision, Event, Session, SessionKey
 
 
 class StoreUnavailable(Exception):

@@ -1,12 +1,12 @@
 """The ledger projector (redis mode): copies each session's events from Redis into the SQL ledger.
 
 The Redis store's compare-and-set script appends each commit's events to the session's log and one
-entry (`k` session, `s` last seq written) to its bucket's outbox. Every replica reads all outboxes
-as a consumer of the group `ledger`, and brings a session's ledger up to `s` like this: one SQL
-transaction locks the session's cursor row (ledger_cursors), reads the events after the cursor
-from the log, records them with the `record()` the SQL store uses, and moves the cursor (one
-transaction does this for many sessions at once). Only after that commit does it raise the
-session document's `ledger` mark (the store trims the log only below it) and acknowledge and
+entry (`k` session, `s` last seq written) to its bucket's outbox (`outbox.Outbox`). Every replica
+reads all outboxes as a consumer of the group `ledger`, and brings a session's ledger up to `s`
+like this: one SQL transaction locks the session's cursor row (`ledger.cursors`), reads the events
+after the cursor from the log, records them with the `record()` the SQL store uses, and moves the
+cursor (one transaction does this for many sessions at once). Only after that commit does it raise
+the session document's `ledger` mark (the store trims the log only below it) and acknowledge and
 delete the entries. Hence:
 
 * nothing is acknowledged before it is recorded: a crash or an outage at any point leaves the
@@ -22,39 +22,23 @@ delete the entries. Hence:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass
-from importlib.resources import files
-from typing import Any, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-from redis import exceptions as redis_errors
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
-from redis.typing import EncodableT, FieldT
-from sqlalchemy import bindparam
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from turngate.service.core import Decision
+from turngate.service.core import Decision, SessionKey
+from turngate.service.ledger.cursors import Cursors
 from turngate.service.ledger.record import record_sessions
-from turngate.service.ledger.tables import dialect_insert, ledger_cursors
-from turngate.service.store.base import SessionKey, StoreUnavailable
-from turngate.service.store.engine import unavailable_on_failure
-from turngate.service.store.redis_keys import (
-    LEDGER_GROUP,
-    Keyspace,
-    LogEntries,
-    log_event,
-    log_id,
-    member,
-    seq_of,
-    session_of,
-)
+from turngate.service.ports.store import StoreUnavailable
+from turngate.service.sql.engine import unavailable_on_failure
+from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, member, seq_of
+from turngate.service.store.redis.outbox import Entry, Outbox, Raw, Read, reason, sort_entries
 
 log = logging.getLogger("turngate.projector")
 
-_ACK = files("turngate.service.ledger").joinpath("projector_ack.lua").read_text()
 # Per SQL transaction: sessions, and events per session (which keeps transactions short after a
 # long ledger outage). One transaction for many sessions saves a commit, and its fsync, per session.
 _SESSIONS_PER_TRANSACTION = 50
@@ -62,54 +46,26 @@ _EVENTS_PER_TRANSACTION = 500
 # Between retries while Redis or the ledger is unreachable: doubling from the first to the last.
 _FIRST_BACKOFF_S = 0.05
 _LAST_BACKOFF_S = 1.0
-_REASON_CHARS = 1_000
-# Entries read per bucket and round: all of one session's go to one script call (projector_ack.lua),
+# Entries read per bucket and round: all of one session's go to one script call (outbox_ack.lua),
 # whose arguments Lua unpacks onto its stack (8,000 slots at most).
 _MAX_BATCH = 1_000
 
 # Test seam: awaited after each SQL commit that moved a session's cursor (to the seq given),
 # before anything is acknowledged.
 AfterCommit = Callable[[SessionKey, int], Awaitable[None]]
-# An outbox or log entry as redis-py returns it: its id and its fields (empty once deleted).
-_Raw = tuple[bytes, dict[bytes, bytes]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """An outbox entry: the session `key` has events up to `seq` to record."""
-
-    bucket: int
-    id: bytes
-    key: SessionKey
-    seq: int
 
 
 class _EventFailed(Exception):
     """Decoding or recording events failed for a reason other than Redis or the ledger being
     unreachable; `entry` is the first event of those that failed together."""
 
-    def __init__(self, entry: _Raw, reason: str) -> None:
-        super().__init__(reason)
+    def __init__(self, entry: Raw, why: str) -> None:
+        super().__init__(why)
         self.entry = entry
-        self.reason = reason
+        self.reason = why
 
 
-@contextmanager
-def _redis_unavailable() -> Iterator[None]:
-    """Any Redis error pauses projection and is never blamed on an event: the entries stay
-    pending. (A missing consumer group, after Redis lost its data, is recreated on the retry.)"""
-    try:
-        yield
-    except (redis_errors.RedisError, OSError) as exc:
-        raise StoreUnavailable(f"redis: {exc}") from exc
-
-
-def _reason(exc: BaseException) -> str:
-    lines = str(exc).splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:_REASON_CHARS]
-
-
-def _last(entries: Sequence[_Entry]) -> int:
+def _last(entries: Sequence[Entry]) -> int:
     return max(entry.seq for entry in entries)
 
 
@@ -153,28 +109,16 @@ class LedgerProjector:
             raise ValueError(f"batch must be 1 to {_MAX_BATCH}")
         self.after_commit = after_commit
         self.dead_letters = 0
-        self._redis = redis
+        self._outbox = Outbox(redis, keys, consumer=consumer, batch=batch)
+        self._cursors = Cursors(engine.dialect.name)
         self._keys = keys
         self._engine = engine
-        self._consumer = consumer
         self._reclaim_idle = reclaim_idle
         self._max_deliveries = max_deliveries
-        self._batch = batch
         self._poll_interval = poll_interval
         self._coalesce = coalesce
         self._transactions = asyncio.Semaphore(concurrency)
         self._wake = asyncio.Event()
-        self._ack = redis.register_script(_ACK)
-        # Locks sessions' cursor rows (made at 0 the first time) and reads them, in one statement.
-        insert = dialect_insert(engine.dialect.name, ledger_cursors)
-        self._lock_cursors = insert.on_conflict_do_update(
-            index_elements=list(ledger_cursors.primary_key), set_={"seq": ledger_cursors.c.seq}
-        ).returning(ledger_cursors.c.project_id, ledger_cursors.c.session_id, ledger_cursors.c.seq)
-        # The SET clause comes from the rows' other keys (`seq`).
-        self._move_cursors = ledger_cursors.update().where(
-            ledger_cursors.c.project_id == bindparam("key_project_id"),
-            ledger_cursors.c.session_id == bindparam("key_session_id"),
-        )
 
     def on_commit(self, _key: SessionKey, decision: Decision) -> None:
         """A store `CommitListener`: a local commit that wrote events (and so an outbox entry) wakes
@@ -205,7 +149,7 @@ class LedgerProjector:
             try:
                 if recovering:
                     await self.create_groups()
-                    await self._retry_own()
+                    await self._project_each(self._outbox.own_pending())
                     recovering = False
                 if loop.time() >= next_reclaim:
                     await self.reclaim()
@@ -213,7 +157,7 @@ class LedgerProjector:
                 self._wake.clear()
                 if not await self.poll():
                     # Not asyncio.wait_for, for the same reason.
-                    with suppress(TimeoutError):
+                    with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(min(self._poll_interval, next_reclaim - loop.time())):
                             await self._wake.wait()
                         # Let a burst of commits gather, so one round projects them together.
@@ -230,118 +174,45 @@ class LedgerProjector:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _LAST_BACKOFF_S)
 
+    async def create_groups(self) -> None:
+        await self._outbox.create_groups()
+
     async def poll(self) -> int:
         """Reads and projects the entries no consumer has seen yet; returns how many it read."""
-        replies = await self._each_bucket(
-            lambda pipe, outbox: pipe.xreadgroup(
-                LEDGER_GROUP, self._consumer, {outbox: ">"}, count=self._batch
-            )
-        )
-        read = [
-            (bucket, raw)
-            for bucket, reply in zip(self._keys.all_buckets(), replies, strict=True)
-            for _stream, entries in reply or []
-            for raw in entries
-        ]
+        read = await self._outbox.read_new()
         await self._project(read)
         return len(read)
 
     async def reclaim(self) -> int:
         """Takes over and projects entries pending longer than `reclaim_idle` with any consumer
         (one that died or hangs, or this one after a failure); returns how many."""
-        idle_ms = round(self._reclaim_idle * 1000)
-        claimed = 0
-        for bucket in self._keys.all_buckets():
-            start: bytes = b"0-0"
-            while True:
-                with _redis_unavailable():
-                    reply = await self._redis.xautoclaim(
-                        self._keys.outbox(bucket),
-                        LEDGER_GROUP,
-                        self._consumer,
-                        idle_ms,
-                        start,
-                        count=self._batch,
-                    )
-                start, entries = reply[0], cast(LogEntries, reply[1])
-                await self._project([(bucket, raw) for raw in entries])
-                claimed += len(entries)
-                if start == b"0-0":
-                    break
-        return claimed
+        return await self._project_each(self._outbox.claim_idle(round(self._reclaim_idle * 1000)))
 
     async def lag(self) -> int:
-        """Outbox entries not yet recorded (acknowledged entries are deleted, so it is their sum)."""
-        lengths = await self._each_bucket(lambda pipe, outbox: pipe.xlen(outbox))
-        return sum(int(length) for length in lengths)
+        """Outbox entries not yet recorded."""
+        return await self._outbox.lag()
 
     async def close(self) -> None:
         """Closes the Redis client it was given (not the engine, which the caller may share)."""
-        await self._redis.aclose()
+        await self._outbox.close()
 
-    async def _each_bucket(self, command: Callable[[Pipeline, str], object]) -> list[Any]:
-        """`command` on every bucket's outbox, in one round trip (one key per command, so it is
-        valid on Redis Cluster too)."""
-        with _redis_unavailable():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for bucket in self._keys.all_buckets():
-                    command(pipe, self._keys.outbox(bucket))
-                return await pipe.execute()
+    async def _project_each(self, batches: AsyncIterator[list[tuple[int, Raw]]]) -> int:
+        projected = 0
+        async for read in batches:
+            await self._project(read)
+            projected += len(read)
+        return projected
 
-    async def create_groups(self) -> None:
-        """The group starts at 0, so entries written before any projector ran are projected too."""
-        with _redis_unavailable():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for bucket in self._keys.all_buckets():
-                    pipe.xgroup_create(self._keys.outbox(bucket), LEDGER_GROUP, id="0", mkstream=True)
-                replies = await pipe.execute(raise_on_error=False)
-            for reply in replies:
-                if isinstance(reply, redis_errors.ResponseError) and not str(reply).startswith("BUSYGROUP"):
-                    raise reply
-
-    async def _retry_own(self) -> None:
-        """Projects the entries pending with this consumer: those a failure left behind, or those
-        of an earlier run under the same consumer name."""
-        for bucket in self._keys.all_buckets():
-            after = b"0"
-            while True:
-                with _redis_unavailable():
-                    reply = cast(
-                        list[tuple[bytes, LogEntries]],
-                        await self._redis.xreadgroup(
-                            LEDGER_GROUP,
-                            self._consumer,
-                            {self._keys.outbox(bucket): after},
-                            count=self._batch,
-                        ),
-                    )
-                entries = reply[0][1] if reply else []
-                if not entries:
-                    break
-                await self._project([(bucket, raw) for raw in entries])
-                after = entries[-1][0]
-
-    async def _project(self, read: Sequence[tuple[int, _Raw]]) -> None:
+    async def _project(self, read: Read) -> None:
         """Projects the sessions of `read`, up to `_SESSIONS_PER_TRANSACTION` per transaction and
         `concurrency` transactions at once, then acknowledges what was recorded; raises the first
         failure after that."""
-        by_session: dict[SessionKey, list[_Entry]] = {}
-        unprojectable: list[tuple[int, bytes]] = []
-        for bucket, (entry_id, fields) in read:
-            if not fields:
-                # Deleted from the outbox while still pending here: only the acknowledgement is left.
-                unprojectable.append((bucket, entry_id))
-                continue
-            try:
-                key, seq = session_of(fields[b"k"].decode()), int(fields[b"s"])
-            except (KeyError, ValueError) as exc:
-                reason = f"malformed outbox entry: {_reason(exc)}"
-                await self._dead_letter(bucket, fields.get(b"k", b""), fields.get(b"s", b""), reason)
-                log.error("outbox entry %r of bucket %d dead-lettered: %s", entry_id, bucket, reason)
-                self.dead_letters += 1
-                unprojectable.append((bucket, entry_id))
-                continue
-            by_session.setdefault(key, []).append(_Entry(bucket, entry_id, key, seq))
+        entries = sort_entries(read)
+        for bad in entries.malformed:
+            await self._outbox.dead_letter(bad.bucket, bad.k, bad.s, bad.reason)
+            log.error("outbox entry %r of bucket %d dead-lettered: %s", bad.id, bad.bucket, bad.reason)
+            self.dead_letters += 1
+        by_session = entries.by_session
         # Sorted, so that replicas lock the cursors of the sessions they share in one order.
         keys = sorted(by_session)
         groups = [
@@ -358,36 +229,14 @@ class LedgerProjector:
             for key, cursor in result.items()
             if cursor is not None
         ]
-        await self._acknowledge(recorded, unprojectable)
+        await self._outbox.acknowledge(
+            recorded, [*entries.gone, *((bad.bucket, bad.id) for bad in entries.malformed)]
+        )
         for result in results:
             if isinstance(result, BaseException):
                 raise result
 
-    async def _acknowledge(
-        self, recorded: Sequence[tuple[list[_Entry], int]], unprojectable: Sequence[tuple[int, bytes]]
-    ) -> None:
-        """Raises each recorded session's mark to its cursor, and acknowledges and deletes its
-        entries, in one round trip."""
-        if not recorded and not unprojectable:
-            return
-        with _redis_unavailable():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for entries, cursor in recorded:
-                    first = entries[0]
-                    await self._ack(
-                        keys=[self._keys.outbox(first.bucket), self._keys.doc(first.key)],
-                        args=[LEDGER_GROUP, cursor, *(entry.id for entry in entries)],
-                        client=pipe,
-                    )
-                for bucket, entry_id in unprojectable:
-                    await self._ack(
-                        keys=[self._keys.outbox(bucket)], args=[LEDGER_GROUP, 0, entry_id], client=pipe
-                    )
-                await pipe.execute()
-
-    async def _project_sessions(
-        self, entries: dict[SessionKey, list[_Entry]]
-    ) -> dict[SessionKey, int | None]:
+    async def _project_sessions(self, entries: dict[SessionKey, list[Entry]]) -> dict[SessionKey, int | None]:
         """Records each session's events up to the last of its entries; returns each one's cursor
         (at or past that), or None for a session with an event that failed and may yet be retried
         (its entries stay pending)."""
@@ -399,7 +248,7 @@ class LedgerProjector:
             # An event of one of them cannot be recorded: find it, session by session.
             return {key: await self._project_session(key, of) for key, of in entries.items()}
 
-    async def _project_session(self, key: SessionKey, entries: list[_Entry]) -> int | None:
+    async def _project_session(self, key: SessionKey, entries: list[Entry]) -> int | None:
         """Records one session's events, one per transaction from where one fails: that one is
         retried while its entries have been delivered fewer than max_deliveries times, then
         dead-lettered."""
@@ -411,7 +260,7 @@ class LedgerProjector:
                 if limit > 1:
                     limit = 1
                     continue
-                deliveries = await self._deliveries(entries)
+                deliveries = await self._outbox.deliveries(entries)
                 if deliveries < self._max_deliveries:
                     log.warning(
                         "%s: event %d not recorded (delivery %d of %d), will retry: %s",
@@ -442,11 +291,13 @@ class LedgerProjector:
         missing: dict[SessionKey, str] = {}
         with unavailable_on_failure():
             async with self._engine.begin() as conn:
-                cursors = await self._lock(conn, targets)
+                cursors = await self._cursors.lock(conn, targets)
                 behind = [key for key in targets if cursors[key] < targets[key]]
                 if not behind:
                     return cursors
-                logs = await self._read_logs({key: (cursors[key] + 1, targets[key]) for key in behind}, limit)
+                logs = await self._outbox.read_logs(
+                    {key: (cursors[key] + 1, targets[key]) for key in behind}, limit
+                )
                 found: list[tuple[SessionKey, LogEntries]] = []
                 for key, entries in zip(behind, logs, strict=True):
                     first = cursors[key] + 1
@@ -461,14 +312,16 @@ class LedgerProjector:
                     # would be dead-lettered twice (they are, before the commit, so never lost).
                     moved = list(missing)
                     for key, reason in missing.items():
-                        await self._dead_letter(self._keys.bucket(key), member(key), cursors[key], reason)
+                        await self._outbox.dead_letter(
+                            self._keys.bucket(key), member(key), cursors[key], reason
+                        )
                 else:
                     await self._record(conn, found)
                     moved = []
                     for key, entries in found:
                         moved.append(key)
                         cursors[key] = seq_of(entries[-1][0])
-                await self._move(conn, {key: cursors[key] for key in moved})
+                await self._cursors.move(conn, {key: cursors[key] for key in moved})
         for key, reason in missing.items():
             log.error("%s: %s; dead-lettered", member(key), reason)
             self.dead_letters += 1
@@ -486,7 +339,7 @@ class LedgerProjector:
         except StoreUnavailable:
             raise
         except Exception as exc:
-            raise _EventFailed(found[0][1][0], _reason(exc)) from exc
+            raise _EventFailed(found[0][1][0], reason(exc)) from exc
 
     async def _skip_failed_event(self, key: SessionKey, failure: _EventFailed) -> None:
         """Dead-letters the event that failed alone and moves the cursor past it, under the cursor
@@ -495,11 +348,13 @@ class LedgerProjector:
         seq = seq_of(entry_id)
         with unavailable_on_failure():
             async with self._engine.begin() as conn:
-                if (await self._lock(conn, {key: seq}))[key] >= seq:
+                if (await self._cursors.lock(conn, {key: seq}))[key] >= seq:
                     return
                 # Before the commit: if that fails, the event is dead-lettered again, never lost.
-                await self._dead_letter(self._keys.bucket(key), member(key), seq, failure.reason, fields)
-                await self._move(conn, {key: seq})
+                await self._outbox.dead_letter(
+                    self._keys.bucket(key), member(key), seq, failure.reason, fields
+                )
+                await self._cursors.move(conn, {key: seq})
         log.error("%s: event %d could not be recorded; dead-lettered: %s", member(key), seq, failure.reason)
         self.dead_letters += 1
         await self._committed(key, seq)
@@ -507,51 +362,3 @@ class LedgerProjector:
     async def _committed(self, key: SessionKey, cursor: int) -> None:
         if self.after_commit is not None:
             await self.after_commit(key, cursor)
-
-    async def _lock(self, conn: AsyncConnection, sessions: Iterable[SessionKey]) -> dict[SessionKey, int]:
-        """Locks the sessions' cursor rows, in key order, and reads them."""
-        rows = [
-            {"project_id": key.project_id, "session_id": key.session_id, "seq": 0} for key in sorted(sessions)
-        ]
-        locked = await conn.execute(self._lock_cursors, rows)
-        return {SessionKey(row.project_id, row.session_id): row.seq for row in locked}
-
-    async def _move(self, conn: AsyncConnection, cursors: dict[SessionKey, int]) -> None:
-        rows = [
-            {"key_project_id": key.project_id, "key_session_id": key.session_id, "seq": cursor}
-            for key, cursor in cursors.items()
-        ]
-        await conn.execute(self._move_cursors, rows)
-
-    async def _read_logs(self, ranges: dict[SessionKey, tuple[int, int]], limit: int) -> list[LogEntries]:
-        """Up to `limit` events of each session's log within its (first, last) seqs, in one round trip."""
-        with _redis_unavailable():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for key, (first, last) in ranges.items():
-                    pipe.xrange(self._keys.log(key), min=log_id(first), max=log_id(last), count=limit)
-                return cast(list[LogEntries], await pipe.execute())
-
-    async def _deliveries(self, entries: Sequence[_Entry]) -> int:
-        """How often the most delivered of `entries` has been delivered (0 once all are acknowledged)."""
-        with _redis_unavailable():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for entry in entries:
-                    pipe.xpending_range(self._keys.outbox(entry.bucket), LEDGER_GROUP, entry.id, entry.id, 1)
-                replies = await pipe.execute()
-        return max((int(pending["times_delivered"]) for reply in replies for pending in reply), default=0)
-
-    async def _dead_letter(
-        self,
-        bucket: int,
-        k: str | bytes,
-        s: int | bytes,
-        reason: str,
-        event: Mapping[bytes, bytes] | None = None,
-    ) -> None:
-        """Adds what could not be recorded to the bucket's dead-letter stream: the session `k`, the
-        seq `s`, why, and the event's own fields (`t`, `e`) when there is one."""
-        entry: dict[FieldT, EncodableT] = {"k": k, "s": s, "reason": reason}
-        for name, value in (event or {}).items():
-            entry[name] = value
-        with _redis_unavailable():
-            await self._redis.xadd(self._keys.dead_letters(bucket), entry)

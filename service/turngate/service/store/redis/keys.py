@@ -8,7 +8,7 @@ Per bucket:
   `<prefix>:{b}:deadlines`      sorted set: member → next deadline (µs)
   `<prefix>:{b}:outbox`         stream, one entry per commit: `k` member, `s` last seq written
   `<prefix>:{b}:deadletter`     stream of what the ledger could never record: `k`, `s`, `reason`, and
-                                the event's `t`, `e` when there is one (see ledger/projector.py)
+                                the event's `t`, `e` when there is one (see store/redis/projector.py)
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from turngate.service.core import Event
-from turngate.service.store.base import SessionKey
-from turngate.service.store.codec import load_event_body
+from turngate.service.codec import load_event_body
+from turngate.service.core import Event, SessionKey
 
 LEDGER_GROUP = "ledger"
 

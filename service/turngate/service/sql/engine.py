@@ -12,7 +12,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingErr
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from turngate.service.store.base import StoreUnavailable
+from turngate.service.ports.store import StoreUnavailable
 
 SqliteSynchronous = Literal["NORMAL", "FULL"]
 

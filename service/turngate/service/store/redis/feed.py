@@ -15,9 +15,8 @@ from typing import cast
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
-from turngate.service.core import Event
-from turngate.service.store.base import SessionKey
-from turngate.service.store.redis_keys import Keyspace, LogEntries, log_event, log_id
+from turngate.service.core import Event, SessionKey
+from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id
 
 _log = logging.getLogger(__name__)
 # How long one XREAD may block; a change of the watched set interrupts it sooner. Below redis-py's

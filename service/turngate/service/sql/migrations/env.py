@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from turngate.service.ledger.tables import metadata
+from turngate.service.sql.tables import metadata
 
 context.configure(connection=context.config.attributes["connection"], target_metadata=metadata)
 with context.begin_transaction():

@@ -1,7 +1,7 @@
 """The Redis store: session documents, event logs, deadlines and the ledger outbox in Redis.
 
 Coordination only; the durable history is the SQL ledger, fed from the outbox by the projector.
-Every command is one run of a small generic compare-and-set script (redis_cas.lua), loaded once
+Every command is one run of a small generic compare-and-set script (cas.lua), loaded once
 and re-sent after NOSCRIPT by redis-py's Script: one round trip when this replica already knows
 the session's current document.
 
@@ -27,13 +27,13 @@ from typing import Any, cast
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from turngate.service.core import Command, Decision, Event, Session
-from turngate.service.store.base import Applied, BeforeWrite, SessionKey, StoreUnavailable
+from turngate.service.codec import dump_event_body, dump_session, load_session
+from turngate.service.core import Command, Decision, Event, Session, SessionKey
+from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable
 from turngate.service.store.cas import CompareAndSetStore
-from turngate.service.store.codec import dump_event_body, dump_session, load_session
-from turngate.service.store.redis_keys import Keyspace, LogEntries, log_event, log_id, member, session_of
+from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, member, session_of
 
-_CAS = files("turngate.service.store").joinpath("redis_cas.lua").read_text()
+_CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
 _US = 1_000_000
 # Past this many commands in flight, callers wait up to POOL_TIMEOUT_S for a connection before the
 # store is unavailable (redis-py's default pool fails at once past 100, even with Redis healthy).

@@ -1,6 +1,6 @@
 """The SQL schema: the store's session rows and the ledger's history, in one MetaData.
 
-Alembic migrations (ledger/migrations) create these tables; nothing calls `create_all`.
+Alembic migrations (sql/migrations) create these tables; nothing calls `create_all`.
 Times are store-clock µs since the epoch; enums are stored as their contract numbers. Every
 primary key starts with `project_id` (I11).
 """

@@ -15,7 +15,7 @@ from alembic.config import Config
 from sqlalchemy import Connection, event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from turngate.service.store.engine import make_engine, unavailable_on_failure
+from turngate.service.sql.engine import make_engine, unavailable_on_failure
 
 # The PostgreSQL advisory lock that serializes migrations ("turngate" in ASCII).
 _MIGRATION_LOCK = 0x7475726E67617465
@@ -24,7 +24,7 @@ _MIGRATION_LOCK = 0x7475726E67617465
 def alembic_config() -> Config:
     """Alembic's configuration for the migrations shipped in this package (no alembic.ini)."""
     config = Config()
-    config.set_main_option("script_location", str(files("turngate.service.ledger") / "migrations"))
+    config.set_main_option("script_location", str(files("turngate.service.sql") / "migrations"))
     return config
 
 

@@ -1,0 +1,56 @@
+"""Page tokens of ListTurns and ListActiveSessions: opaque to callers, base64url of a short text
+this module writes and reads back (None for anything else)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from turngate.service.core import limits
+
+_ID = re.compile(limits.ID_PATTERN)
+_MAX_TOKEN = 400
+
+
+def turns_page_token(before_generation: int) -> str:
+    return _encode(f"g{before_generation}")
+
+
+def turns_page_position(token: str) -> int | None:
+    raw = _decode(token)
+    return _int64(raw[1:]) if raw is not None and raw.startswith("g") else None
+
+
+def active_page_token(deadline: int, session_id: str) -> str:
+    return _encode(f"d{deadline}/{session_id}")
+
+
+def active_page_position(token: str) -> tuple[int, str] | None:
+    raw = _decode(token)
+    if raw is None or not raw.startswith("d") or "/" not in raw:
+        return None
+    deadline, session_id = raw[1:].split("/", 1)
+    position = _int64(deadline)
+    return None if position is None or not _ID.fullmatch(session_id) else (position, session_id)
+
+
+def _encode(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def _decode(token: str) -> str | None:
+    if len(token) > 400:
+        return None
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _int64(digits: str) -> int | None:
+    # ASCII only: str.isdigit() also accepts digits int() cannot parse (e.g. superscripts).
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    value = int(digits)
+    return value if value <= limits.MAX_INT64 else None

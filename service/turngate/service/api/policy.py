@@ -1,0 +1,19 @@
+"""The settings the core needs with commands, as the API hands them over."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turngate.service.core import limits
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Settings the core needs with commands (durations in µs)."""
+
+    lease_ttl: int
+    stop_grace: int
+    memory_ttl: int
+    max_open_tool_calls: int = limits.MAX_OPEN_TOOL_CALLS
+    max_pending_interactions: int = limits.MAX_PENDING_INTERACTIONS
+    max_active_sessions_per_project: int = 0

@@ -1,0 +1,45 @@
+"""How far the ledger has recorded each session's events (redis mode): one `ledger_cursors` row
+per session. Projecting locks the rows first, so projectors that deliver the same outbox entries
+record each event once, in seq order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from sqlalchemy import bindparam
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from turngate.service.core import SessionKey
+from turngate.service.sql.tables import dialect_insert, ledger_cursors
+
+
+class Cursors:
+    """The cursor rows, in one SQL dialect."""
+
+    def __init__(self, dialect: str) -> None:
+        # Locks sessions' cursor rows (made at 0 the first time) and reads them, in one statement.
+        insert = dialect_insert(dialect, ledger_cursors)
+        self._lock = insert.on_conflict_do_update(
+            index_elements=list(ledger_cursors.primary_key), set_={"seq": ledger_cursors.c.seq}
+        ).returning(ledger_cursors.c.project_id, ledger_cursors.c.session_id, ledger_cursors.c.seq)
+        # The SET clause comes from the rows' other keys (`seq`).
+        self._move = ledger_cursors.update().where(
+            ledger_cursors.c.project_id == bindparam("key_project_id"),
+            ledger_cursors.c.session_id == bindparam("key_session_id"),
+        )
+
+    async def lock(self, conn: AsyncConnection, sessions: Iterable[SessionKey]) -> dict[SessionKey, int]:
+        """Locks the sessions' cursor rows, in key order (so projectors sharing sessions never
+        deadlock), and reads them."""
+        rows = [
+            {"project_id": key.project_id, "session_id": key.session_id, "seq": 0} for key in sorted(sessions)
+        ]
+        locked = await conn.execute(self._lock, rows)
+        return {SessionKey(row.project_id, row.session_id): row.seq for row in locked}
+
+    async def move(self, conn: AsyncConnection, cursors: Mapping[SessionKey, int]) -> None:
+        rows = [
+            {"key_project_id": key.project_id, "key_session_id": key.session_id, "seq": cursor}
+            for key, cursor in cursors.items()
+        ]
+        await conn.execute(self._move, rows)

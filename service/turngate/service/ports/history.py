@@ -1,0 +1,137 @@
+"""What turn history answers, whichever store keeps it: turns with their tool calls and
+interactions (`TurnView`), read by `TurnHistory`; `turn_view` builds one from the live document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, assert_never
+
+from turngate.service.core import (
+    ActiveTurn,
+    Interaction,
+    InteractionStatus,
+    SessionKey,
+    SettledBy,
+    SettledTurn,
+    ToolCall,
+    ToolCallStatus,
+    TurnOutcome,
+    TurnPhase,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallView:
+    call_id: str
+    name: str
+    status: ToolCallStatus
+    error: str
+    opened_at: int
+    closed_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionView:
+    interaction_id: str
+    kind: str
+    status: InteractionStatus
+    resolution: str
+    opened_at: int
+    closed_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    """One turn as the ledger recorded it; `lease_expires_at` is the lease given at admission."""
+
+    turn_id: str
+    runner_id: str
+    generation: int
+    phase: TurnPhase
+    outcome: TurnOutcome | None
+    settled_by: SettledBy | None
+    stop_requested: bool
+    stop_reason: str
+    stop_requested_at: int | None
+    stop_deadline: int | None
+    admitted_at: int
+    settled_at: int | None
+    lease_expires_at: int
+    error: str
+    traceparent: str
+    tool_calls: tuple[ToolCallView, ...] = ()
+    interactions: tuple[InteractionView, ...] = ()
+
+
+class TurnHistory(Protocol):
+    """Reads of the ledger; a failing database raises StoreUnavailable."""
+
+    async def get_turn(self, key: SessionKey, turn_id: str) -> TurnView | None:
+        """The latest generation of `turn_id` in the session, its calls and interactions in order."""
+        ...
+
+    async def list_turns(self, key: SessionKey, before_generation: int | None, limit: int) -> list[TurnView]:
+        """Up to `limit` turns, newest first, older than `before_generation` if given; without calls."""
+        ...
+
+
+def turn_view(turn: ActiveTurn | SettledTurn, recorded: TurnView | None = None) -> TurnView:
+    """A turn as the session document has it. Error texts and resolutions live only in the
+    ledger: an active turn's come from `recorded`, its ledger row, if there is one."""
+    match turn:
+        case SettledTurn():
+            return TurnView(
+                turn_id=turn.turn_id,
+                runner_id=turn.runner_id,
+                generation=turn.generation,
+                phase=TurnPhase.SETTLED,
+                outcome=turn.outcome,
+                settled_by=turn.settled_by,
+                stop_requested=turn.stop_requested,
+                stop_reason=turn.stop_reason,
+                stop_requested_at=None,
+                stop_deadline=None,
+                admitted_at=turn.admitted_at,
+                settled_at=turn.settled_at,
+                lease_expires_at=turn.settled_at,
+                error=turn.error,
+                traceparent="",
+            )
+        case ActiveTurn():
+            errors = {call.call_id: call.error for call in recorded.tool_calls} if recorded else {}
+            answers = {it.interaction_id: it.resolution for it in recorded.interactions} if recorded else {}
+            stop = turn.stop
+            return TurnView(
+                turn_id=turn.turn_id,
+                runner_id=turn.runner_id,
+                generation=turn.generation,
+                phase=turn.phase,
+                outcome=None,
+                settled_by=None,
+                stop_requested=stop is not None,
+                stop_reason=stop.reason if stop else "",
+                stop_requested_at=stop.requested_at if stop else None,
+                stop_deadline=stop.deadline if stop else None,
+                admitted_at=turn.admitted_at,
+                settled_at=None,
+                lease_expires_at=turn.lease_expires_at,
+                error="",
+                traceparent=turn.traceparent,
+                tool_calls=tuple(
+                    tool_call_view(call_id, call, errors.get(call_id, ""))
+                    for call_id, call in turn.tool_calls.items()
+                ),
+                interactions=tuple(
+                    interaction_view(iid, it, answers.get(iid, "")) for iid, it in turn.interactions.items()
+                ),
+            )
+        case _:
+            assert_never(turn)
+
+
+def tool_call_view(call_id: str, call: ToolCall, error: str = "") -> ToolCallView:
+    return ToolCallView(call_id, call.name, call.status, error, call.opened_at, call.closed_at)
+
+
+def interaction_view(interaction_id: str, it: Interaction, resolution: str = "") -> InteractionView:
+    return InteractionView(interaction_id, it.kind, it.status, resolution, it.opened_at, it.closed_at)

@@ -1,0 +1,248 @@
+"""The Redis side of ledger projection: the bucket outboxes read as a consumer of the group
+`ledger`, the session logs their entries point to, acknowledgements and dead letters.
+
+Each commit of the Redis store appends one entry (`k` session, `s` last seq written) to its
+bucket's outbox. An entry is acknowledged and deleted only once the ledger holds its events
+(outbox_ack.lua, which also raises the session document's `ledger` mark). Any Redis error is
+StoreUnavailable: entries then stay pending, and are never blamed on an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any, cast
+
+from redis import exceptions as redis_errors
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.typing import EncodableT, FieldT
+
+from turngate.service.core import SessionKey
+from turngate.service.ports.store import StoreUnavailable
+from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, log_id, session_of
+
+_ACK = files("turngate.service.store.redis").joinpath("outbox_ack.lua").read_text()
+
+# An outbox or log entry as redis-py returns it: its id and its fields (empty once deleted).
+Raw = tuple[bytes, dict[bytes, bytes]]
+# Entries read from the outboxes, each with its bucket.
+Read = Sequence[tuple[int, Raw]]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """An outbox entry: the session `key` has events up to `seq` to record."""
+
+    bucket: int
+    id: bytes
+    key: SessionKey
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """An outbox entry whose fields do not name a session and a seq."""
+
+    bucket: int
+    id: bytes
+    k: bytes
+    s: bytes
+    reason: str
+
+
+@dataclass(slots=True)
+class Sorted:
+    """Entries read, by what becomes of them: projected per session, only acknowledged (deleted
+    from the outbox while pending here), or dead-lettered (malformed)."""
+
+    by_session: dict[SessionKey, list[Entry]]
+    gone: list[tuple[int, bytes]]
+    malformed: list[Malformed]
+
+
+def sort_entries(read: Read) -> Sorted:
+    found = Sorted({}, [], [])
+    for bucket, (entry_id, fields) in read:
+        if not fields:
+            found.gone.append((bucket, entry_id))
+            continue
+        try:
+            key, seq = session_of(fields[b"k"].decode()), int(fields[b"s"])
+        except (KeyError, ValueError) as exc:
+            k, s = fields.get(b"k", b""), fields.get(b"s", b"")
+            found.malformed.append(
+                Malformed(bucket, entry_id, k, s, f"malformed outbox entry: {reason(exc)}")
+            )
+            continue
+        found.by_session.setdefault(key, []).append(Entry(bucket, entry_id, key, seq))
+    return found
+
+
+_REASON_CHARS = 1_000
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, in one short line."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:_REASON_CHARS]
+
+
+@contextmanager
+def redis_unavailable() -> Iterator[None]:
+    """Any Redis error pauses projection and is never blamed on an event: the entries stay
+    pending. (A missing consumer group, after Redis lost its data, is recreated on the retry.)"""
+    try:
+        yield
+    except (redis_errors.RedisError, OSError) as exc:
+        raise StoreUnavailable(f"redis: {exc}") from exc
+
+
+class Outbox:
+    """The outboxes of `keys` on `redis`, read by `consumer`, up to `batch` entries per bucket
+    and read."""
+
+    def __init__(self, redis: Redis, keys: Keyspace, *, consumer: str, batch: int) -> None:
+        self.keys = keys
+        self._redis = redis
+        self._consumer = consumer
+        self._batch = batch
+        self._ack = redis.register_script(_ACK)
+
+    async def create_groups(self) -> None:
+        """The group starts at 0, so entries written before any projector ran are projected too."""
+        with redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for bucket in self.keys.all_buckets():
+                    pipe.xgroup_create(self.keys.outbox(bucket), LEDGER_GROUP, id="0", mkstream=True)
+                replies = await pipe.execute(raise_on_error=False)
+            for reply in replies:
+                if isinstance(reply, redis_errors.ResponseError) and not str(reply).startswith("BUSYGROUP"):
+                    raise reply
+
+    async def read_new(self) -> list[tuple[int, Raw]]:
+        """Entries no consumer has seen yet, from every bucket in one round trip."""
+        replies = await self._each_bucket(
+            lambda pipe, outbox: pipe.xreadgroup(
+                LEDGER_GROUP, self._consumer, {outbox: ">"}, count=self._batch
+            )
+        )
+        return [
+            (bucket, raw)
+            for bucket, reply in zip(self.keys.all_buckets(), replies, strict=True)
+            for _stream, entries in reply or []
+            for raw in entries
+        ]
+
+    async def claim_idle(self, idle_ms: int) -> AsyncIterator[list[tuple[int, Raw]]]:
+        """Takes over, a batch at a time, entries pending longer than `idle_ms` with any consumer."""
+        for bucket in self.keys.all_buckets():
+            start: bytes = b"0-0"
+            while True:
+                with redis_unavailable():
+                    reply = await self._redis.xautoclaim(
+                        self.keys.outbox(bucket),
+                        LEDGER_GROUP,
+                        self._consumer,
+                        idle_ms,
+                        start,
+                        count=self._batch,
+                    )
+                start, entries = reply[0], cast(LogEntries, reply[1])
+                yield [(bucket, raw) for raw in entries]
+                if start == b"0-0":
+                    break
+
+    async def own_pending(self) -> AsyncIterator[list[tuple[int, Raw]]]:
+        """The entries pending with this consumer, a batch at a time: those a failure left
+        behind, or those of an earlier run under the same consumer name. The caller acknowledges
+        each batch before the next is read."""
+        for bucket in self.keys.all_buckets():
+            after = b"0"
+            while True:
+                with redis_unavailable():
+                    reply = cast(
+                        list[tuple[bytes, LogEntries]],
+                        await self._redis.xreadgroup(
+                            LEDGER_GROUP, self._consumer, {self.keys.outbox(bucket): after}, count=self._batch
+                        ),
+                    )
+                entries = reply[0][1] if reply else []
+                if not entries:
+                    break
+                yield [(bucket, raw) for raw in entries]
+                after = entries[-1][0]
+
+    async def acknowledge(
+        self, recorded: Sequence[tuple[list[Entry], int]], gone: Sequence[tuple[int, bytes]]
+    ) -> None:
+        """Raises each recorded session's mark to its cursor and acknowledges and deletes its
+        entries, and acknowledges `gone` entries, in one round trip."""
+        if not recorded and not gone:
+            return
+        with redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for entries, cursor in recorded:
+                    first = entries[0]
+                    await self._ack(
+                        keys=[self.keys.outbox(first.bucket), self.keys.doc(first.key)],
+                        args=[LEDGER_GROUP, cursor, *(entry.id for entry in entries)],
+                        client=pipe,
+                    )
+                for bucket, entry_id in gone:
+                    await self._ack(
+                        keys=[self.keys.outbox(bucket)], args=[LEDGER_GROUP, 0, entry_id], client=pipe
+                    )
+                await pipe.execute()
+
+    async def read_logs(self, ranges: Mapping[SessionKey, tuple[int, int]], limit: int) -> list[LogEntries]:
+        """Up to `limit` events of each session's log within its (first, last) seqs, in one round trip."""
+        with redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key, (first, last) in ranges.items():
+                    pipe.xrange(self.keys.log(key), min=log_id(first), max=log_id(last), count=limit)
+                return cast(list[LogEntries], await pipe.execute())
+
+    async def deliveries(self, entries: Sequence[Entry]) -> int:
+        """How often the most delivered of `entries` has been delivered (0 once all are acknowledged)."""
+        with redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for entry in entries:
+                    pipe.xpending_range(self.keys.outbox(entry.bucket), LEDGER_GROUP, entry.id, entry.id, 1)
+                replies = await pipe.execute()
+        return max((int(pending["times_delivered"]) for reply in replies for pending in reply), default=0)
+
+    async def dead_letter(
+        self,
+        bucket: int,
+        k: str | bytes,
+        s: int | bytes,
+        why: str,
+        event: Mapping[bytes, bytes] | None = None,
+    ) -> None:
+        """Adds what could not be recorded to the bucket's dead-letter stream: the session `k`, the
+        seq `s`, why, and the event's own fields (`t`, `e`) when there is one."""
+        entry: dict[FieldT, EncodableT] = {"k": k, "s": s, "reason": why}
+        for name, value in (event or {}).items():
+            entry[name] = value
+        with redis_unavailable():
+            await self._redis.xadd(self.keys.dead_letters(bucket), entry)
+
+    async def lag(self) -> int:
+        """Entries not yet recorded (acknowledged entries are deleted, so it is their sum)."""
+        lengths = await self._each_bucket(lambda pipe, outbox: pipe.xlen(outbox))
+        return sum(int(length) for length in lengths)
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+    async def _each_bucket(self, command: Callable[[Pipeline, str], object]) -> list[Any]:
+        """`command` on every bucket's outbox, in one round trip (one key per command, so it is
+        valid on Redis Cluster too)."""
+        with redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for bucket in self.keys.all_buckets():
+                    command(pipe, self.keys.outbox(bucket))
+                return await pipe.execute()
