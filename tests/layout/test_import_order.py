@@ -22,7 +22,9 @@ for module in pkgutil.walk_packages(getattr(first, "__path__", []), first.__name
 
 
 def _top_level() -> list[str]:
-    return sorted(module.name for module in pkgutil.iter_modules(turngate.service.__path__, "turngate.service."))
+    return sorted(
+        module.name for module in pkgutil.iter_modules(turngate.service.__path__, "turngate.service.")
+    )
 
 
 def _import_first(name: str) -> subprocess.CompletedProcess[str]:
@@ -33,10 +35,14 @@ def _import_first(name: str) -> subprocess.CompletedProcess[str]:
 
 def test_every_package_of_the_service_imports_first_in_a_fresh_interpreter() -> None:
     names = _top_level()
-    assert {"core", "ports", "store", "ledger", "sql", "api", "server"} <= {n.rsplit(".", 1)[1] for n in names}
+    assert {"core", "ports", "store", "ledger", "sql", "api", "server"} <= {
+        n.rsplit(".", 1)[1] for n in names
+    }
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = dict(zip(names, pool.map(_import_first, names), strict=True))
-    failed = {name: result.stderr.strip().splitlines()[-1] for name, result in results.items() if result.returncode}
+    failed = {
+        name: result.stderr.strip().splitlines()[-1] for name, result in results.items() if result.returncode
+    }
     assert not failed, failed
 
 

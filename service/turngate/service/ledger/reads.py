@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from sqlalchemy import Row, Select, Table, select
@@ -87,27 +88,24 @@ def _children(table: Table, key: SessionKey, generation: int) -> Select[Any]:
     )
 
 
+# The columns of `turns` that a TurnView holds as they are (the others are enums or children).
+_PLAIN = tuple(
+    f.name
+    for f in fields(TurnView)
+    if f.name not in ("phase", "outcome", "settled_by", "tool_calls", "interactions")
+)
+
+
 def _turn_view(
     row: Row[Any],
     calls: tuple[ToolCallView, ...] = (),
     asked: tuple[InteractionView, ...] = (),
 ) -> TurnView:
     return TurnView(
-        turn_id=row.turn_id,
-        runner_id=row.runner_id,
-        generation=row.generation,
+        **{name: getattr(row, name) for name in _PLAIN},
         phase=TurnPhase(row.phase),
         outcome=None if row.outcome is None else TurnOutcome(row.outcome),
         settled_by=None if row.settled_by is None else SettledBy(row.settled_by),
-        stop_requested=row.stop_requested,
-        stop_reason=row.stop_reason,
-        stop_requested_at=row.stop_requested_at,
-        stop_deadline=row.stop_deadline,
-        admitted_at=row.admitted_at,
-        settled_at=row.settled_at,
-        lease_expires_at=row.lease_expires_at,
-        error=row.error,
-        traceparent=row.traceparent,
         tool_calls=calls,
         interactions=asked,
     )
