@@ -11,7 +11,7 @@ from contextlib import AsyncExitStack
 import pytest
 
 from tests.cli.conftest import Turngate
-from tests.e2e.watching import eventually
+from tests.waiting import eventually
 from turngate.client import Client, Turn
 
 

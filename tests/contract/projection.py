@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 from sqlalchemy import select
@@ -33,7 +32,6 @@ SECOND = 1_000_000
 LEDGER_TABLES = (session_events, turns, tool_calls, interactions)
 # How long a test waits for something nothing signals: reached only when the test fails.
 WAIT_TIMEOUT_S = 20.0
-POLL_INTERVAL_S = 0.01
 
 # Every ledger row of one project, per table, in primary-key order, without the project id.
 Rows = dict[str, list[tuple[object, ...]]]
@@ -85,15 +83,6 @@ async def rows_recording(engine: AsyncEngine, events: dict[SessionKey, list[Even
         for key, session_events_ in events.items():
             await record(conn, SessionKey(project_id, key.session_id), session_events_)
     return await ledger_rows(engine, project_id)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
-    """Polls `check` until it passes (for state nothing signals); fails after WAIT_TIMEOUT_S."""
-    async with asyncio.timeout(WAIT_TIMEOUT_S):
-        while True:
-            if await check():
-                return
-            await asyncio.sleep(POLL_INTERVAL_S)
 
 
 def commits_log() -> tuple[dict[SessionKey, list[int]], AfterCommit]:

@@ -19,11 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.contract.backends import REDIS_SERVER, open_redis_store, stream_entries
 from tests.contract.projection import (
     SECOND,
+    WAIT_TIMEOUT_S,
     Rows,
     commits_log,
     cursor_of,
     each_event_committed_once,
-    eventually,
     expected_rows,
     heads,
     lag_is_zero,
@@ -36,6 +36,7 @@ from tests.contract.projection import (
     rows_recording,
     stopped,
 )
+from tests.waiting import eventually
 from turngate.service.codec import dump_event_body
 from turngate.service.core import (
     Admit,
@@ -283,7 +284,7 @@ async def test_a_projector_failing_between_commit_and_ack_leaves_its_entries_for
     cursors, note = commits_log()
     heir = await make_projector("heir", after_commit=note)
 
-    await eventually(lambda: reclaimed_all(heir))
+    await eventually(lambda: reclaimed_all(heir), timeout_s=WAIT_TIMEOUT_S)
 
     assert set(cursors) == set(keys) - committed  # the recorded sessions were only acknowledged
     assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, keys)
@@ -309,7 +310,7 @@ async def test_a_consumer_that_read_and_died_is_reclaimed_after_reclaim_idle(
 
     assert await heir.poll() == 0  # nothing new, and not idle long enough to take over
     assert await heir.reclaim() == 0
-    await eventually(lambda: reclaimed_all(heir))
+    await eventually(lambda: reclaimed_all(heir), timeout_s=WAIT_TIMEOUT_S)
 
     assert loop.time() - died_at >= RECLAIM_IDLE_S
     assert await pending_count(redis, redis_keyspace) == 0
@@ -333,10 +334,10 @@ async def test_two_projectors_racing_on_the_same_entries_project_each_event_once
         rows = [{"project_id": k.project_id, "session_id": k.session_id, "seq": 0} for k in keys]
         await blocker.execute(dialect_insert(ledger.dialect.name, ledger_cursors), rows)
         first_polls = asyncio.create_task(first.poll())
-        await eventually(lambda: has_pending(redis, redis_keyspace, "first", 48))
+        await eventually(lambda: has_pending(redis, redis_keyspace, "first", 48), timeout_s=WAIT_TIMEOUT_S)
         await asyncio.sleep(0.002)  # the 1 ms that makes the entries idle enough for the rival
         rival_reclaims = asyncio.create_task(rival.reclaim())
-        await eventually(lambda: has_pending(redis, redis_keyspace, "rival"))
+        await eventually(lambda: has_pending(redis, redis_keyspace, "rival"), timeout_s=WAIT_TIMEOUT_S)
         await blocker.commit()
 
     assert await first_polls == 48
@@ -380,7 +381,7 @@ async def test_a_poison_event_is_dead_lettered_while_others_commit(
     assert [await cursor_of(ledger, key) for key in keys] == [4, 4, 4]
     assert projector.dead_letters == 0
     assert await projector.lag() == 5  # the poisoned session's entries
-    await eventually(lambda: reclaimed_all(projector))
+    await eventually(lambda: reclaimed_all(projector), timeout_s=WAIT_TIMEOUT_S)
 
     assert projector.dead_letters == 1
     assert await cursor_of(ledger, poisoned) == 6
@@ -476,14 +477,14 @@ async def test_while_the_ledger_is_down_nothing_is_acknowledged_then_all_is_proj
         ]
         return max((int(e["times_delivered"]) for e in pending), default=0) > MAX_DELIVERIES
 
-    await eventually(retried_beyond_max_deliveries)
+    await eventually(retried_beyond_max_deliveries, timeout_s=WAIT_TIMEOUT_S)
     await play_turns(redis_store, keys[:2], first=1)  # coordination keeps working
     assert await projector.lag() == 24
     assert cursors == {}  # and nothing was committed
     assert await marks(redis, redis_keyspace, keys) == dict.fromkeys(keys, 0)
     ledger_outage(False)
 
-    await eventually(lambda: lag_is_zero(projector))
+    await eventually(lambda: lag_is_zero(projector), timeout_s=WAIT_TIMEOUT_S)
 
     await stopped(running)
     assert projector.dead_letters == 0
@@ -538,7 +539,7 @@ async def test_an_entry_deleted_from_the_outbox_while_pending_is_only_acknowledg
     ledger_outage(False)
 
     running = asyncio.create_task(projector.run())  # which retries its own pending entries first
-    await eventually(lambda: nothing_pending(redis, redis_keyspace))
+    await eventually(lambda: nothing_pending(redis, redis_keyspace), timeout_s=WAIT_TIMEOUT_S)
     await stopped(running)
 
     assert projector.dead_letters == 0
@@ -562,12 +563,12 @@ async def test_consumer_groups_lost_with_the_outboxes_are_made_again(
     redis_store.add_listener(projector.on_commit)
     running = asyncio.create_task(projector.run())
     await play_turns(redis_store, keys)
-    await eventually(lambda: lag_is_zero(projector))
+    await eventually(lambda: lag_is_zero(projector), timeout_s=WAIT_TIMEOUT_S)
 
     # As after a Redis restart without persistence: the outboxes and their consumer group are gone.
     await redis.delete(*(redis_keyspace.outbox(bucket) for bucket in redis_keyspace.all_buckets()))
     await play_turns(redis_store, keys, first=1)
-    await eventually(lambda: lag_is_zero(projector))
+    await eventually(lambda: lag_is_zero(projector), timeout_s=WAIT_TIMEOUT_S)
     await stopped(running)
 
     assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, keys)

@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.e2e.servers import Client, client_for
-from tests.e2e.watching import POLL_INTERVAL_S, eventually
+from tests.waiting import POLL_INTERVAL_S, eventually
 
 TURNGATE = str(Path(sys.executable).with_name("turngate"))
 SERVICES = ("turngate.v1.AdmissionService", "turngate.v1.ControlService", "turngate.v1.SessionService")

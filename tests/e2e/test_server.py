@@ -14,6 +14,7 @@ from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from tests.e2e.calls import admit, complete, snapshot, stop
 from tests.e2e.processes import (
@@ -26,7 +27,9 @@ from tests.e2e.processes import (
     write_locked,
 )
 from tests.e2e.servers import Client, OwnServer
-from tests.e2e.watching import collect, ended, eventually, watch
+from tests.e2e.watching import collect, ended, watch
+from tests.telemetry.collector import Collector, collecting
+from tests.waiting import eventually
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
@@ -76,33 +79,68 @@ async def test_reflection_lists_the_three_services_and_serves_their_contract(cli
     assert {f"{contract.package}.{s.name}" for s in contract.service} == set(SERVICES)
 
 
+def exported(collector: Collector, name: str) -> list[dict[str, object]]:
+    """The attributes of each span called `name` the collector has received."""
+    return [
+        {a.key: _value(a.value) for a in span.attributes}
+        for request in collector.traces
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+        if span.name == name
+    ]
+
+
+def _value(value: AnyValue) -> object:
+    kind = value.WhichOneof("value")
+    return None if kind is None else getattr(value, kind)
+
+
+def decided_to_write(collector: Collector, command: str) -> bool:
+    """Whether the server has exported the `turngate.decide` span of a `command` that changed
+    something: that span ends between the store's read and its write (store/cas.py)."""
+    return any(
+        attributes.get("turngate.command") == command and attributes.get("turngate.changed") is True
+        for attributes in exported(collector, "turngate.decide")
+    )
+
+
 async def test_sigterm_finishes_the_call_in_flight_refuses_new_ones_ends_watches_and_exits_0(
     tmp_path: Path, session: pb.SessionRef
 ) -> None:
-    async with spawn_server(tmp_path) as served:
-        client = served.client
-        stream = watch(client, session)
-        await collect(stream, 1)
-        with write_locked(database(tmp_path)):
-            in_flight = asyncio.create_task(admit(client, session, "t1"))
-            await asyncio.sleep(0.3)  # it reaches the server, which waits for the store's write lock
-            served.terminate()
+    # The server exports its spans (at once) so the test sees when the admission is in flight.
+    async with collecting() as collector:
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}",
+            "OTEL_BSP_SCHEDULE_DELAY": "10",
+            "OTEL_METRICS_EXPORTER": "none",
+        }
+        async with spawn_server(tmp_path, env=env) as served:
+            client = served.client
+            stream = watch(client, session)
+            await collect(stream, 1)
+            with write_locked(database(tmp_path)):
+                in_flight = asyncio.create_task(admit(client, session, "t1"))
+                # It reached the server, which decided and now waits for the store's write lock.
+                await eventually(lambda: decided_to_write(collector, "Admit"))
+                assert not in_flight.done()
+                served.terminate()
 
-            async def refused() -> bool:
-                try:
-                    await snapshot(client, session)
-                except grpc.aio.AioRpcError as error:
-                    return error.code() == grpc.StatusCode.UNAVAILABLE
-                return False
+                async def refused() -> bool:
+                    try:
+                        await snapshot(client, session)
+                    except grpc.aio.AioRpcError as error:
+                        return error.code() == grpc.StatusCode.UNAVAILABLE
+                    return False
 
-            await eventually(refused)
-            delivered, error = await ended(stream)
-            assert delivered == []
-            assert error.code() == grpc.StatusCode.UNAVAILABLE
-        admitted = await in_flight
-        assert admitted.lease.turn_id == "t1"
-        assert admitted.lease.generation > 0
-        assert await served.exit_code() == 0
+                await eventually(refused)
+                delivered, error = await ended(stream)
+                assert delivered == []
+                assert error.code() == grpc.StatusCode.UNAVAILABLE
+            admitted = await in_flight
+            assert admitted.lease.turn_id == "t1"
+            assert admitted.lease.generation > 0
+            assert await served.exit_code() == 0
 
 
 async def test_internal_error_reaches_the_client_as_internal_without_a_traceback(

@@ -30,13 +30,13 @@ from tests.e2e.watching import (
     collect,
     collect_until,
     ended,
-    eventually,
     seqs,
     settles,
     turn_of,
     watch,
     write_tool_calls,
 )
+from tests.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 WATCHERS = 100

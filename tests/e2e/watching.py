@@ -4,11 +4,11 @@ the runner and gateway traffic they watch."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import grpc
 
-from tests.e2e.calls import WAIT_TIMEOUT_S, admit, complete, record_call, record_interaction, resolve, stop
+from tests.e2e.calls import admit, complete, record_call, record_interaction, resolve, stop
 from tests.e2e.servers import Client
 from turngate.v1 import turngate_pb2 as pb
 
@@ -16,17 +16,6 @@ Watch = grpc.aio.UnaryStreamCall[pb.WatchSessionRequest, pb.WatchSessionResponse
 EventTest = Callable[[pb.SessionEvent], bool]
 # How long a stream may take to deliver what a test waits for: reached only when the test fails.
 STREAM_TIMEOUT_S = 15.0
-POLL_INTERVAL_S = 0.01
-
-
-async def eventually(check: Callable[[], bool | Awaitable[bool]]) -> None:
-    """Polls `check` until it passes (for state nothing signals); fails after WAIT_TIMEOUT_S."""
-    async with asyncio.timeout(WAIT_TIMEOUT_S):
-        while True:
-            passed = check()
-            if passed if isinstance(passed, bool) else await passed:
-                return
-            await asyncio.sleep(POLL_INTERVAL_S)
 
 
 def watch(client: Client, session: pb.SessionRef, after_seq: int = 0, turn_id: str = "") -> Watch:

@@ -16,10 +16,10 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.contract.projection import (
+    WAIT_TIMEOUT_S,
     commits_log,
     cursor_of,
     each_event_committed_once,
-    eventually,
     expected_rows,
     heads,
     lag_is_zero,
@@ -30,6 +30,7 @@ from tests.contract.projection import (
     stopped,
 )
 from tests.faults.servers import DurableRedis, PrivatePostgres
+from tests.waiting import eventually
 from turngate.service.core import SessionKey
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace
@@ -120,20 +121,20 @@ async def test_ledger_stopped_for_several_reclaim_windows_under_load_ends_with_e
         )
 
     load = asyncio.gather(*(keep_playing(key) for key in SESSIONS))
-    await eventually(recorded_some)
+    await eventually(recorded_some, timeout_s=WAIT_TIMEOUT_S)
     private_postgres.stop()
     loop = asyncio.get_running_loop()
     stopped_at, settled_before = loop.time(), settled
-    await eventually(down_long_enough)
+    await eventually(down_long_enough, timeout_s=WAIT_TIMEOUT_S)
     assert settled > settled_before, "coordination went on without the ledger"
     assert await replicas[0].lag() > 0
     private_postgres.start()
     settled_before = settled
-    await eventually(played_on)
+    await eventually(played_on, timeout_s=WAIT_TIMEOUT_S)
     enough.set()
     await load
 
-    await eventually(lambda: lag_is_zero(replicas[0]))
+    await eventually(lambda: lag_is_zero(replicas[0]), timeout_s=WAIT_TIMEOUT_S)
 
     for task in running:
         await stopped(task)
@@ -174,7 +175,7 @@ async def test_a_projector_killed_between_commit_and_ack_is_taken_over_by_anothe
     heir = replica(redis_server, keys, ledger, "heir", note)
     running = asyncio.create_task(heir.run())
 
-    await eventually(lambda: lag_is_zero(heir))
+    await eventually(lambda: lag_is_zero(heir), timeout_s=WAIT_TIMEOUT_S)
 
     await stopped(running)
     await heir.close()

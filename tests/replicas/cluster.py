@@ -29,7 +29,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.e2e.processes import PROCESS_TIMEOUT_S, Spawned, connect, free_port, health_of, spawn_server
 from tests.e2e.servers import Client
-from tests.e2e.watching import POLL_INTERVAL_S, Watch, collect, turn_of, watch
+from tests.e2e.watching import Watch, collect, turn_of, watch
+from tests.waiting import POLL_INTERVAL_S
 from turngate.service.core import SessionKey
 from turngate.service.sql.tables import session_events
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, session_of

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Literal
 
 import grpc
 import pytest
@@ -62,8 +63,6 @@ STORM_CONTENDERS = 30
 EXPIRING_SESSIONS = 12
 # A lease the watchdog lets expire (the shortest the contract allows).
 SHORT_LEASE_S = 1.0
-# Long enough for a task to run up to its first wait for Redis.
-FEED_SETTLE_S = 0.2
 # Leases of turns admitted straight through a RedisStore (µs): one that expires at once, one that
 # outlives the test.
 EXPIRING_LEASE_US = 100_000
@@ -214,11 +213,35 @@ async def test_watcher_moving_from_a_to_b_with_its_cursor_misses_nothing_and_see
     assert seqs(everything) == list(range(1, (await snapshot(a, session)).seq + 1))
 
 
+class WatchedSetFlag(asyncio.Event):
+    """The feed's "the watched sessions changed" flag (`RedisLogFeed._changed`), recording what
+    the feed does with it: each clear with whether it was set, each wait; `waiting` is set once
+    the feed blocks in a wait (the flag clear)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.uses: list[tuple[str, bool]] = []
+        self.waiting = asyncio.Event()
+
+    def clear(self) -> None:
+        self.uses.append(("clear", self.is_set()))
+        super().clear()
+
+    async def wait(self) -> Literal[True]:
+        self.uses.append(("wait", self.is_set()))
+        if not self.is_set():
+            self.waiting.set()
+        return await super().wait()
+
+
 async def test_a_replica_feed_whose_watched_sessions_came_and_went_follows_the_next_one() -> None:
     """A replica's feed (one reader for all its watchers) that was told to follow a session and
     then to forget it before it read anything still follows the next session it is given."""
     keys = Keyspace(prefix=unique_prefix(), buckets=BUCKETS)
     feed = RedisLogFeed(REDIS_SERVER, keys)
+    # The one place the feed shows that it waits for sessions to follow: its private flag.
+    assert type(feed._changed) is asyncio.Event, "RedisLogFeed no longer waits on _changed: update this test"
+    feed._changed = flag = WatchedSetFlag()
     delivered: asyncio.Queue[tuple[SessionKey, Sequence[Event]]] = asyncio.Queue()
     feed.deliver_to(lambda key, events: delivered.put_nowait((key, events)))
     gone, watched = SessionKey(PROJECT, "s-gone"), SessionKey(PROJECT, "s-watched")
@@ -227,7 +250,15 @@ async def test_a_replica_feed_whose_watched_sessions_came_and_went_follows_the_n
     following = asyncio.create_task(feed.run())
     store = RedisStore(connect(REDIS_SERVER), keys, retention=1_000)
     try:
-        await asyncio.sleep(FEED_SETTLE_S)  # lets the feed reach its wait for sessions to follow
+        try:
+            async with asyncio.timeout(WAIT_TIMEOUT_S):
+                await flag.waiting.wait()
+        except TimeoutError:
+            raise AssertionError(f"the feed never waited for sessions; it ended with {following!r}") from None
+        # The path under test ran: with no session to follow, the feed cleared the flag the
+        # session that came and went had left set, then blocked on it.
+        assert flag.uses == [("clear", True), ("wait", False)]
+        assert not following.done()
         feed.track(watched, 0)
         await store.apply(watched, Admit("turn-1", "runner-1", lease_ttl=LASTING_LEASE_US))
         try:

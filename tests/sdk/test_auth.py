@@ -17,7 +17,6 @@ import grpc
 import pytest
 
 from tests.e2e.servers import running, settings_for
-from tests.e2e.watching import eventually
 from tests.sdk.conftest import FAST, OwnServer
 from tests.sdk.wire import Wire
 from tests.security.principals import (
@@ -33,6 +32,7 @@ from tests.security.principals import (
     tokens_toml,
     write_tokens,
 )
+from tests.waiting import eventually
 from turngate.client import (
     Cancelled,
     Client,

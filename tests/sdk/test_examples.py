@@ -12,8 +12,8 @@ import pytest
 
 from tests.e2e.calls import get_turn, snapshot
 from tests.e2e.servers import Client as Raw
-from tests.e2e.watching import eventually
 from tests.sdk.conftest import PROJECT
+from tests.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -11,8 +11,8 @@ import pytest
 
 from tests.e2e.calls import admit, complete, events_after, get_turn, kinds, settlements, stop, wait_for_phase
 from tests.e2e.servers import Client as Raw
-from tests.e2e.watching import eventually
 from tests.sdk.wire import Wire
+from tests.waiting import eventually
 from turngate.client import (
     Client,
     InteractionCancelled,

@@ -3,8 +3,6 @@ the service records with the turn (W3C traceparent propagated)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -13,6 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.e2e.calls import events_after, settlements
 from tests.e2e.servers import Client as Raw
 from tests.sdk.conftest import FAST, PROJECT
+from tests.waiting import eventually
 from turngate.client import Client, SessionBusy
 from turngate.v1 import turngate_pb2 as pb
 
@@ -23,6 +22,11 @@ def calls_under(spans: tuple[ReadableSpan, ...], parent: ReadableSpan) -> set[st
     return {
         s.name.rsplit("/", 1)[-1] for s in spans if s.parent and s.parent.span_id == parent.context.span_id
     }
+
+
+def heartbeat_sent(spans: tuple[ReadableSpan, ...]) -> bool:
+    """Whether a Heartbeat call has ended (its client span)."""
+    return any(s.name.rsplit("/", 1)[-1] == "Heartbeat" for s in spans)
 
 
 async def test_the_turn_span_is_the_parent_of_the_turns_calls_and_its_trace_reaches_the_service(
@@ -38,7 +42,7 @@ async def test_the_turn_span_is_the_parent_of_the_turns_calls_and_its_trace_reac
         with pytest.raises(SessionBusy):
             async with client.runner("r2").turn(ref.session_id, "t2"):
                 pass
-        await asyncio.sleep(0.5)  # one heartbeat
+        await eventually(lambda: heartbeat_sent(exporter.get_finished_spans()))
 
     spans = exporter.get_finished_spans()
     [refused, turn_span] = [s for s in spans if s.name == "turngate.turn"]

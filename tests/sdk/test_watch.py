@@ -9,9 +9,10 @@ from pathlib import Path
 from tests.e2e.calls import admit, complete, record_call
 from tests.e2e.processes import free_port, spawn_server
 from tests.e2e.servers import Client as Raw
-from tests.e2e.watching import STREAM_TIMEOUT_S, eventually, write_tool_calls
+from tests.e2e.watching import STREAM_TIMEOUT_S, write_tool_calls
 from tests.sdk.conftest import FAST, PROJECT, OwnServer
 from tests.sdk.wire import Wire
+from tests.waiting import eventually
 from turngate.client import Client, Watch
 from turngate.v1 import turngate_pb2 as pb
 

@@ -14,7 +14,6 @@ import pytest
 
 from tests.e2e.calls import admit, stop
 from tests.e2e.processes import free_port, run_cli, spawn_server
-from tests.e2e.watching import eventually
 from tests.security.principals import (
     ADMIN,
     EVERYONE,
@@ -25,6 +24,7 @@ from tests.security.principals import (
     client_as,
     write_tokens,
 )
+from tests.waiting import eventually
 from turngate.service.auth.principals import Principal, Role, TokensFileError, load_tokens
 from turngate.v1 import turngate_pb2 as pb
 
@@ -122,6 +122,7 @@ async def test_sighup_reloads_the_tokens_file_without_dropping_connections(tmp_p
     tokens = write_tokens(tmp_path / "tokens.toml", (RUNNER_A, ADMIN))
     session = pb.SessionRef(project_id=PROJECT_A, session_id="s-reload")
     port = free_port()
+    server_log = tmp_path / f"serve-{port}.log"  # where spawn_server sends the server's stderr
     async with (
         spawn_server(tmp_path, "--auth-file", str(tokens), port=port) as served,
         client_as(port, bearer(ADMIN)) as admin,
@@ -163,10 +164,15 @@ async def test_sighup_reloads_the_tokens_file_without_dropping_connections(tmp_p
         # A broken file is not taken: the tokens in force stay.
         tokens.write_text("this is not toml [")
         served.process.send_signal(signal.SIGHUP)
-        await asyncio.sleep(0.3)
+
+        async def reload_refused() -> bool:
+            """The server read the broken file and said it kept its tokens (server.reload)."""
+            return "kept the current tokens" in await asyncio.to_thread(server_log.read_text)
+
+        await eventually(reload_refused)
         await stop(gateway, session)
         watch.cancel()
-    log = await asyncio.to_thread((tmp_path / f"serve-{port}.log").read_text)
+    log = await asyncio.to_thread(server_log.read_text)
     assert "tokens reloaded: 2" in log
     assert "kept the current tokens" in log
 

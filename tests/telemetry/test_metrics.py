@@ -10,8 +10,9 @@ import pytest
 from tests.contract.backends import REDIS_SERVER, delete_keyspace, unique_keyspace
 from tests.e2e.calls import admit, complete, heartbeat, refused, stop
 from tests.e2e.servers import OwnServer
-from tests.e2e.watching import collect, eventually, watch
+from tests.e2e.watching import collect, watch
 from tests.telemetry.recorded import Labels, Recorded, labels
+from tests.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 COUNTERS: dict[str, list[Labels]] = {

@@ -14,8 +14,8 @@ import pytest
 
 from tests.e2e.calls import admit, complete
 from tests.e2e.processes import free_port, run_cli, spawn_server
-from tests.e2e.watching import eventually
 from tests.telemetry.collector import collecting
+from tests.waiting import eventually
 from turngate.service.config import Settings
 from turngate.service.telemetry.setup import exporting
 from turngate.v1 import turngate_pb2 as pb

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -25,6 +25,7 @@ from tests.e2e.calls import admit, refused, stop
 from tests.e2e.servers import Client
 from tests.e2e.watching import STREAM_TIMEOUT_S, collect, watch
 from tests.telemetry.recorded import Recorded, children, in_session, in_trace, rpc
+from tests.waiting import eventually
 from turngate.client import Client as Sdk
 from turngate.service.core import Command, Heartbeat, SessionKey
 from turngate.service.server import TurngateServer
@@ -50,6 +51,17 @@ def served(where: Callable[[ReadableSpan], bool]) -> Callable[[ReadableSpan], bo
     return lambda span: span.kind is SERVER and where(span)
 
 
+def heartbeat_traced(spans: Sequence[ReadableSpan]) -> bool:
+    """Whether a Heartbeat has ended on both sides: its server span and the client span it is the
+    child of (the SDK heartbeats every third of the lease)."""
+    name = rpc("AdmissionService", "Heartbeat")
+    clients = {ids(s.context) for s in spans if s.name == name and s.kind is SpanKind.CLIENT}
+    return any(
+        s.name == name and s.kind is SERVER and s.parent is not None and ids(s.parent) in clients
+        for s in spans
+    )
+
+
 async def test_the_sdk_turn_span_is_the_ancestor_of_the_server_spans_of_its_rpcs(
     traced: tuple[TurngateServer, Client], recorded: Recorded, session: pb.SessionRef
 ) -> None:
@@ -58,7 +70,7 @@ async def test_the_sdk_turn_span_is_the_ancestor_of_the_server_spans_of_its_rpcs
         Sdk(f"127.0.0.1:{server.port}", session.project_id) as sdk,
         sdk.runner("r1").turn(session.session_id, "t1", lease_ttl=1.0) as turn,
     ):
-        await asyncio.sleep(0.5)  # a heartbeat: every third of the lease
+        await eventually(lambda: heartbeat_traced(recorded.spans.get_finished_spans()))
     spans = recorded.spans.get_finished_spans()
     by_id = {ids(span.context): span for span in spans}
     [turn_span] = [span for span in spans if span.name == "turngate.turn"]

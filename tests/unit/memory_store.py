@@ -1,0 +1,189 @@
+"""An in-memory store for the unit tests above the core: the store port (ports/store.py) over a dict,
+with a clock the test sets.
+
+It is a `CompareAndSetStore`, so it runs the real compare-and-set loop, listeners, observers and
+`before_write` seam; only the read and the conditional write are its own. Several `MemoryStore`s
+may share one `MemoryData` (`replica()`), as replicas share a database: each has its own
+listeners, so a commit made through one is not published by another's watch hub.
+
+Used only by unit tests; the real stores keep their contract and end-to-end suites.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+
+from turngate.service.core import Command, Event, Session, SessionKey
+from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable
+from turngate.service.store.cas import CompareAndSetStore
+
+from .helpers import T0
+
+MAX_ATTEMPTS = 32
+
+
+@dataclass
+class FakeClock:
+    """The store's clock (I10), in µs since the epoch; it moves only when the test moves it."""
+
+    now: int = T0
+
+    def advance(self, us: int) -> int:
+        self.now += us
+        return self.now
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One session as a store keeps it: the document and its version, its log and its deadline."""
+
+    version: int
+    state: Session
+    events: tuple[Event, ...]
+    deadline: int | None
+
+
+@dataclass
+class MemoryData:
+    """What the stores sharing it see: one clock, one row per session. `down` makes every call
+    fail as an unreachable database does (StoreUnavailable), without touching the data."""
+
+    clock: FakeClock = field(default_factory=FakeClock)
+    rows: dict[SessionKey, _Row] = field(default_factory=dict)
+    down: bool = False
+
+    def version(self, key: SessionKey) -> int:
+        """How many writes the session has had (0: never written)."""
+        row = self.rows.get(key)
+        return 0 if row is None else row.version
+
+
+class _Unreachable(ConnectionError):
+    """What the memory "database" raises while it is down, as a driver raises its own errors."""
+
+
+class MemoryStore(CompareAndSetStore):
+    """`Store` over `data` (new data on `clock`, or on a FakeClock at T0, by default)."""
+
+    def __init__(
+        self,
+        data: MemoryData | None = None,
+        *,
+        clock: FakeClock | None = None,
+        before_write: BeforeWrite | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        super().__init__(before_write=before_write, max_attempts=max_attempts)
+        if data is None:
+            data = MemoryData(FakeClock() if clock is None else clock)
+        assert clock is None or clock is data.clock, "the data has a clock of its own"
+        self.data = data
+        self.closed = False
+
+    @property
+    def clock(self) -> FakeClock:
+        return self.data.clock
+
+    def replica(self, *, max_attempts: int = MAX_ATTEMPTS) -> MemoryStore:
+        """Another store on the same data, with listeners, observers and seam of its own."""
+        return MemoryStore(self.data, max_attempts=max_attempts)
+
+    # --- the compare-and-set -------------------------------------------------------------------
+
+    def _unavailable_on_failure(self) -> AbstractContextManager[None]:
+        return _unavailable_on_failure()
+
+    async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
+        row = self._read(key)
+        applied = self._decide(Session() if row is None else row.state, command, self.data.clock.now)
+        if not applied.decision.changed:
+            return applied
+        await self._before_write(key, command)
+        # From here to the write nothing awaits: no other writer can come in between.
+        self._reach()
+        if self.data.version(key) != (0 if row is None else row.version):
+            return None  # another writer changed the session since the read: decide again
+        decision = applied.decision
+        self.data.rows[key] = _Row(
+            version=1 if row is None else row.version + 1,
+            state=decision.state,
+            events=(() if row is None else row.events) + decision.events,
+            deadline=decision.state.deadline(),
+        )
+        return applied
+
+    # --- the reads -----------------------------------------------------------------------------
+
+    async def load(self, key: SessionKey) -> Session:
+        with _unavailable_on_failure():
+            row = self._read(key)
+        return Session() if row is None else row.state
+
+    async def events_after(self, key: SessionKey, after_seq: int, limit: int) -> list[Event]:
+        with _unavailable_on_failure():
+            row = self._read(key)
+        events = () if row is None else row.events
+        return [event for event in events if event.seq > after_seq][:limit]
+
+    async def now(self) -> int:
+        with _unavailable_on_failure():
+            self._reach()
+        return self.data.clock.now
+
+    async def next_deadline(self) -> int | None:
+        with _unavailable_on_failure():
+            self._reach()
+        return min(self._deadlines().values(), default=None)
+
+    async def due(self, now: int, limit: int) -> list[SessionKey]:
+        with _unavailable_on_failure():
+            self._reach()
+        deadlines = self._deadlines()
+        due = sorted((deadline, key) for key, deadline in deadlines.items() if deadline <= now)
+        return [key for _, key in due[:limit]]
+
+    async def active(
+        self, project_id: str, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[SessionKey, int]]:
+        with _unavailable_on_failure():
+            self._reach()
+        busy = sorted(
+            (deadline, key.session_id)
+            for key, deadline in self._deadlines().items()
+            if key.project_id == project_id and (after is None or (deadline, key.session_id) > after)
+        )
+        return [(SessionKey(project_id, session_id), deadline) for deadline, session_id in busy[:limit]]
+
+    async def count_active(self) -> int:
+        with _unavailable_on_failure():
+            self._reach()
+        return len(self._deadlines())
+
+    async def ping(self) -> None:
+        with _unavailable_on_failure():
+            self._reach()
+
+    async def close(self) -> None:
+        self.closed = True
+
+    def _reach(self) -> None:
+        if self.closed or self.data.down:
+            raise _Unreachable("the memory store is closed" if self.closed else "the memory store is down")
+
+    def _read(self, key: SessionKey) -> _Row | None:
+        self._reach()
+        return self.data.rows.get(key)
+
+    def _deadlines(self) -> dict[SessionKey, int]:
+        """Every session with an active turn, and its deadline."""
+        return {key: row.deadline for key, row in self.data.rows.items() if row.deadline is not None}
+
+
+@contextmanager
+def _unavailable_on_failure() -> Iterator[None]:
+    try:
+        yield
+    except _Unreachable as error:
+        raise StoreUnavailable(str(error)) from error

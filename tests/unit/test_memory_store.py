@@ -1,0 +1,270 @@
+"""The in-memory store keeps the store contract (ports/store.py) the unit tests above the core rely
+on: compare-and-set retried through the real loop, gapless events written with the state, the
+deadline index, its clock, and StoreUnavailable while it is down."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from turngate.service.core import (
+    Admitted,
+    Command,
+    Decision,
+    Expire,
+    SessionKey,
+    SettledBy,
+    TurnOutcome,
+    TurnSettled,
+)
+from turngate.service.ports.store import Applied, Store, StoreContention, StoreUnavailable
+
+from .helpers import LEASE_TTL, SECOND, T0, Lease, admit, cancel, complete, heartbeat, tool_call
+from .memory_store import FakeClock, MemoryStore
+
+KEY = SessionKey("p1", "s1")
+
+
+async def admitted(store: Store, key: SessionKey = KEY, turn_id: str = "t1", ttl: int = LEASE_TTL) -> Lease:
+    reply = (await store.apply(key, admit(turn_id, lease_ttl=ttl))).reply
+    assert isinstance(reply, Admitted), reply
+    return Lease(turn_id, reply.generation)
+
+
+async def test_cas_conflict_injected_through_before_write_is_retried_without_lost_update() -> None:
+    store = MemoryStore()
+    other_replica = store.replica()
+    lease = await admitted(store)
+    writes: list[Command] = []
+
+    async def overtaken_once(_key: SessionKey, command: Command) -> None:
+        writes.append(command)
+        if len(writes) == 1:
+            await other_replica.apply(KEY, tool_call(lease, "theirs"))
+
+    store.before_write = overtaken_once
+    decision = await store.apply(KEY, tool_call(lease, "ours"))
+
+    assert len(writes) == 2, "decided, lost the race, decided again"
+    assert [e.seq for e in decision.events] == [3]
+    state = await store.load(KEY)
+    assert state.active is not None
+    assert list(state.active.tool_calls) == ["theirs", "ours"]
+    assert [e.seq for e in await store.events_after(KEY, 0, 100)] == [1, 2, 3]
+    assert store.data.version(KEY) == 3
+
+
+async def test_cas_gives_up_with_store_contention_after_bounded_attempts_writing_nothing() -> None:
+    store = MemoryStore(max_attempts=3)
+    other_replica = store.replica()
+    lease = await admitted(store)
+    attempts: list[Command] = []
+
+    async def always_overtaken(_key: SessionKey, command: Command) -> None:
+        attempts.append(command)
+        store.clock.advance(1)  # a heartbeat at the same instant would change nothing
+        await other_replica.apply(KEY, heartbeat(lease))
+
+    store.before_write = always_overtaken
+    with pytest.raises(StoreContention):
+        await store.apply(KEY, tool_call(lease, "ours"))
+
+    assert len(attempts) == 3
+    state = await store.load(KEY)
+    assert state.active is not None
+    assert dict(state.active.tool_calls) == {}
+    assert [e.seq for e in await store.events_after(KEY, 0, 100)] == [1]
+
+
+async def test_i9_concurrent_writers_interleaved_at_the_seam_lose_no_update_and_leave_no_gap() -> None:
+    store = MemoryStore()
+    lease = await admitted(store)
+
+    async def let_the_others_decide(_key: SessionKey, _command: Command) -> None:
+        await asyncio.sleep(0)
+
+    store.before_write = let_the_others_decide
+    decisions = await asyncio.gather(*(store.apply(KEY, tool_call(lease, f"c{i}")) for i in range(20)))
+
+    state = await store.load(KEY)
+    assert state.active is not None
+    assert set(state.active.tool_calls) == {f"c{i}" for i in range(20)}
+    assert sorted(e.seq for d in decisions for e in d.events) == list(range(2, 22))
+    assert [e.seq for e in await store.events_after(KEY, 0, 1000)] == list(range(1, 22))
+    assert state.head == 21
+
+
+async def test_i9_events_are_written_with_the_state_and_read_back_in_pages() -> None:
+    store = MemoryStore()
+    lease = await admitted(store)
+    for command in (tool_call(lease, "c1"), cancel("t1"), complete(lease, TurnOutcome.CANCELLED)):
+        decision = await store.apply(KEY, command)
+        state = await store.load(KEY)
+        events = await store.events_after(KEY, 0, 100)
+        assert state == decision.state
+        assert [e.seq for e in events] == list(range(1, state.head + 1))
+        assert tuple(events[len(events) - len(decision.events) :]) == decision.events
+
+    events = await store.events_after(KEY, 0, 100)
+    assert await store.events_after(KEY, 2, 2) == events[2:4]
+    assert await store.events_after(KEY, (await store.load(KEY)).head, 10) == []
+    assert await store.events_after(SessionKey("p1", "never-written"), 0, 10) == []
+
+
+async def test_unchanged_decisions_write_nothing_and_reach_observers_but_not_listeners() -> None:
+    store = MemoryStore()
+    committed: list[Decision] = []
+    observed: list[Applied] = []
+    store.add_listener(lambda _key, decision: committed.append(decision))
+    store.add_observer(lambda _key, applied: observed.append(applied))
+    first = await store.apply(KEY, admit("t1"))
+    writes: list[Command] = []
+
+    async def count(_key: SessionKey, command: Command) -> None:
+        writes.append(command)
+
+    store.before_write = count
+    replay = await store.apply(KEY, admit("t1"))
+
+    assert isinstance(replay.reply, Admitted)
+    assert replay.reply.replayed
+    assert (replay.changed, writes, committed) == (False, [], [first])
+    assert [applied.decision for applied in observed] == [first, replay]
+    assert [applied.now for applied in observed] == [T0, T0]
+    assert store.data.version(KEY) == 1
+
+
+async def test_a_failing_listener_is_contained_and_the_others_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore()
+
+    def broken(_key: SessionKey, _decision: Decision) -> None:
+        raise RuntimeError("listener bug")
+
+    seen: list[tuple[SessionKey, Decision]] = []
+    store.add_listener(broken)
+    store.add_listener(lambda key, decision: seen.append((key, decision)))
+
+    decision = await store.apply(KEY, admit("t1"))
+
+    assert seen == [(KEY, decision)]
+    assert "listener bug" in caplog.text
+
+
+async def test_i10_the_fake_clock_is_the_store_clock_and_decides_expiry() -> None:
+    clock = FakeClock()
+    store = MemoryStore(clock=clock)
+    assert await store.now() == T0
+    assert store.replica().clock is clock
+    lease = await admitted(store, ttl=10 * SECOND)
+    expires = T0 + 10 * SECOND
+
+    assert (await store.apply(KEY, Expire())).changed is False
+    clock.now = expires + 1
+    assert await store.now() == expires + 1
+    swept = await store.apply(KEY, Expire())
+
+    [settled] = [e.body for e in swept.events if isinstance(e.body, TurnSettled)]
+    assert (settled.turn.generation, settled.turn.outcome, settled.turn.settled_by) == (
+        lease.generation,
+        TurnOutcome.LOST,
+        SettledBy.WATCHDOG,
+    )
+
+
+async def test_deadline_index_due_next_deadline_active_and_count() -> None:
+    store = MemoryStore()
+    assert await store.next_deadline() is None
+    assert await store.count_active() == 0
+    for name, seconds in (("late", 30), ("early", 10), ("middle", 20)):
+        await admitted(store, SessionKey("ops", name), ttl=seconds * SECOND)
+    await admitted(store, SessionKey("other", "early"), ttl=5 * SECOND)
+    await admitted(store, SessionKey("ops", "stopped"))
+    await store.apply(SessionKey("ops", "stopped"), cancel("t1", force=True))
+    early, middle, late = (T0 + s * SECOND for s in (10, 20, 30))
+
+    assert await store.next_deadline() == T0 + 5 * SECOND
+    assert await store.count_active() == 4
+    assert await store.due(T0 + 5 * SECOND - 1, 10) == []
+    assert await store.due(middle, 10) == [
+        SessionKey("other", "early"),
+        SessionKey("ops", "early"),
+        SessionKey("ops", "middle"),
+    ]
+    assert await store.due(late, 1) == [SessionKey("other", "early")]
+    first = await store.active("ops", None, 2)
+    rest = await store.active("ops", (first[-1][1], first[-1][0].session_id), 2)
+    assert [(key.session_id, deadline) for key, deadline in first + rest] == [
+        ("early", early),
+        ("middle", middle),
+        ("late", late),
+    ]
+    assert await store.active("nobody", None, 10) == []
+
+
+async def test_i11_sessions_of_two_projects_are_separate() -> None:
+    store = MemoryStore()
+    mine, theirs = SessionKey("project-a", "same"), SessionKey("project-b", "same")
+    await admitted(store, mine)
+    await admitted(store, theirs)
+
+    await store.apply(mine, cancel("t1", force=True))
+
+    assert (await store.load(mine)).active is None
+    assert (await store.load(theirs)).active is not None
+    assert [e.body.kind for e in await store.events_after(theirs, 0, 10)] == ["turn_admitted"]
+
+
+async def test_a_store_that_is_down_or_closed_raises_store_unavailable_and_keeps_its_data() -> None:
+    store = MemoryStore()
+    await admitted(store)
+    before = dict(store.data.rows)
+    calls: list[Callable[[], Awaitable[Any]]] = [
+        lambda: store.apply(KEY, admit("t2")),
+        lambda: store.load(KEY),
+        lambda: store.events_after(KEY, 0, 10),
+        store.now,
+        store.ping,
+        store.next_deadline,
+        lambda: store.due(0, 10),
+        lambda: store.active("p1", None, 10),
+        store.count_active,
+    ]
+    store.data.down = True
+    for call in calls:
+        with pytest.raises(StoreUnavailable):
+            await call()
+    assert store.data.rows == before
+
+    store.data.down = False
+    await store.ping()
+    await store.close()
+    for call in calls:
+        with pytest.raises(StoreUnavailable):
+            await call()
+
+
+async def test_a_cancelled_caller_neither_interrupts_its_write_nor_skips_the_listeners() -> None:
+    store = MemoryStore()
+    committed = asyncio.Event()
+    store.add_listener(lambda _key, _decision: committed.set())
+    decided, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(_key: SessionKey, _command: Command) -> None:
+        decided.set()
+        await release.wait()
+
+    store.before_write = hold
+    caller = asyncio.create_task(store.apply(KEY, admit("t1")))
+    await decided.wait()
+    caller.cancel()
+    release.set()
+
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    await asyncio.wait_for(committed.wait(), timeout=5)
+    assert [e.body.kind for e in await store.events_after(KEY, 0, 10)] == ["turn_admitted"]
