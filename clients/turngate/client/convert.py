@@ -10,7 +10,7 @@ value keeps the message it was built from as `raw`.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, assert_never
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
@@ -155,7 +155,7 @@ def snapshot(message: pb.SessionSnapshot) -> SessionSnapshot:
 
 
 def _body(message: pb.SessionEvent) -> EventBody:
-    match message.WhichOneof("kind"):
+    match kind := message.WhichOneof("kind"):
         case "snapshot":
             return snapshot(message.snapshot)
         case "turn_admitted":
@@ -189,8 +189,10 @@ def _body(message: pb.SessionEvent) -> EventBody:
                 trace_id=settled.trace_id,
                 raw=settled,
             )
-        case _:  # None: a kind added to the contract after this SDK was built
+        case None:  # a kind added to the contract after this SDK was built
             return UnknownEvent()
+        case _:
+            assert_never(kind)
 
 
 def event(message: pb.SessionEvent) -> Event:
@@ -208,7 +210,7 @@ def event(message: pb.SessionEvent) -> Event:
 
 def stop_result(message: pb.CancelTurnResponse) -> StopResult:
     """What a Stop did. ValueError for an answer without an outcome (not the contract)."""
-    match message.WhichOneof("outcome"):
+    match outcome := message.WhichOneof("outcome"):
         case "cancelled":
             c = message.cancelled
             return Cancelled(
@@ -238,8 +240,10 @@ def stop_result(message: pb.CancelTurnResponse) -> StopResult:
                 last_outcome=TurnOutcome(i.last_outcome),
                 raw=i,
             )
-        case _:
+        case None:  # not the contract (or an outcome added to it after this SDK was built)
             raise ValueError(f"CancelTurnResponse without an outcome: {message}")
+        case _:
+            assert_never(outcome)
 
 
 def admission_refusal(message: pb.AdmissionRefusal) -> AdmissionRefusal:
