@@ -186,6 +186,8 @@ def test_a_reason_added_to_the_contract_later_is_still_a_refusal_of_its_family()
     assert (admission.reason, admission.active_turn_id) == (ErrorReason.UNSPECIFIED, "t1")
     other = from_rpc(failed(grpc.StatusCode.FAILED_PRECONDITION, info("SOMETHING_NEW")))
     assert type(other) is Refused
+    denied = from_rpc(failed(grpc.StatusCode.PERMISSION_DENIED, info("SOMETHING_NEW")))
+    assert type(denied) is PermissionDenied
 
 
 @pytest.mark.parametrize(

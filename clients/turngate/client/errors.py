@@ -295,7 +295,9 @@ def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
                 return AdmissionLimitExceeded(message, code=code, limit=limit, refusal=refusal)
             return LimitExceeded(message, code=code, limit=limit)
         case ErrorReason.UNSPECIFIED:
-            if named:  # a reason added to the contract after this SDK was built
+            # A reason added to the contract after this SDK was built (a PERMISSION_DENIED one
+            # stays a PermissionDenied, below: a turn abandons on it).
+            if named and code != grpc.StatusCode.PERMISSION_DENIED:
                 if refusal is not None:
                     return AdmissionRefused(message, code=code, **admission)
                 return Refused(message, code=code)
