@@ -14,8 +14,7 @@ import argparse
 import asyncio
 import uuid
 
-from turngate.client import Client, SessionBusy, Turn
-from turngate.v1 import turngate_pb2 as pb
+from turngate.client import Client, SessionBusy, Turn, TurnOutcome
 
 
 async def tool(turn: Turn, call_id: str, seconds: float) -> None:
@@ -37,7 +36,7 @@ async def unless_stopped(turn: Turn, work: asyncio.Task[None]) -> bool:
 
 async def run_agent(
     target: str, project: str, session_id: str, turn_id: str, *, steps: int = 5, step_seconds: float = 1.0
-) -> pb.TurnOutcome.ValueType | None:
+) -> TurnOutcome | None:
     async with Client(target, project) as client:
         try:
             async with client.runner("demo-runner").turn(session_id, turn_id) as turn:
@@ -54,8 +53,7 @@ async def run_agent(
         except SessionBusy as busy:
             print(f"busy: {busy.active_turn_id} holds {session_id}; retry in {busy.retry_after:.1f}s")
             return None
-    outcome = pb.TurnOutcome.Name(turn.outcome) if turn.outcome else "unknown"
-    print(f"{turn_id} settled {outcome}")
+    print(f"{turn_id} settled {turn.outcome.proto_name if turn.outcome else 'unknown'}")
     return turn.outcome
 
 

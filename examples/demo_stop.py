@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from typing import assert_never
 
 from turngate.client import Cancelled, Client, Idle, Mismatch, StopResult
-from turngate.v1 import turngate_pb2 as pb
 
 
 def describe(answer: StopResult) -> str:
@@ -30,6 +30,8 @@ def describe(answer: StopResult) -> str:
             return f"mismatch: {answer.expected_turn_id} already ended; {current} runs on, untouched"
         case Idle():
             return f"idle: nothing runs (last turn {answer.last_turn_id or '-'})"
+        case _:
+            assert_never(answer)
 
 
 async def stop(
@@ -48,8 +50,7 @@ async def stop(
             if record is None:
                 print(f"{turn_id} had not started: it will be refused")
             else:
-                outcome, by = pb.TurnOutcome.Name(record.outcome), pb.SettledBy.Name(record.settled_by)
-                print(f"{turn_id} settled {outcome} by {by}")
+                print(f"{turn_id} settled {record.outcome.proto_name} by {record.settled_by.proto_name}")
             return
         print(
             describe(

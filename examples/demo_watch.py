@@ -8,35 +8,40 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+from typing import assert_never
 
-from turngate.client import Client
-from turngate.v1 import turngate_pb2 as pb
+from turngate.client import (
+    Client,
+    Event,
+    InteractionChanged,
+    SessionSnapshot,
+    StopRequested,
+    ToolCallChanged,
+    TurnAdmitted,
+    TurnSettled,
+    UnknownEvent,
+)
 
 
-def describe(event: pb.SessionEvent) -> str:
-    match event.WhichOneof("kind"):
-        case "snapshot":
-            s = event.snapshot
-            active = f" active={s.active.turn_id}" if s.active.turn_id else ""
-            return f"snapshot{' (resync)' if s.resync else ''} {pb.SessionPhase.Name(s.phase)}{active}"
-        case "turn_admitted":
-            return f"turn_admitted {event.turn_admitted.turn.turn_id} by {event.turn_admitted.turn.runner_id}"
-        case "stop_requested":
-            stop = event.stop_requested
-            return f"stop_requested {stop.turn_id}{' (force)' if stop.force else ''} reason={stop.reason!r}"
-        case "tool_call":
-            call = event.tool_call.tool_call
-            return f"tool_call {call.call_id} {call.name} {pb.ToolCallStatus.Name(call.status)}"
-        case "interaction":
-            i = event.interaction.interaction
-            return f"interaction {i.interaction_id} {pb.InteractionStatus.Name(i.status)}"
-        case "turn_settled":
-            turn = event.turn_settled.turn
-            return (
-                f"turn_settled {turn.turn_id} {pb.TurnOutcome.Name(turn.outcome)} "
-                f"by {pb.SettledBy.Name(turn.settled_by)}"
-            )
-    return str(event.WhichOneof("kind"))
+def describe(event: Event) -> str:
+    match event.body:
+        case SessionSnapshot(phase=phase, active=active, resync=resync):
+            running = f" active={active.turn_id}" if active else ""
+            return f"snapshot{' (resync)' if resync else ''} {phase.proto_name}{running}"
+        case TurnAdmitted(turn=turn):
+            return f"turn_admitted {turn.turn_id} by {turn.runner_id}"
+        case StopRequested(turn_id=turn_id, force=force, reason=reason):
+            return f"stop_requested {turn_id}{' (force)' if force else ''} reason={reason!r}"
+        case ToolCallChanged(tool_call=call):
+            return f"tool_call {call.call_id} {call.name} {call.status.proto_name}"
+        case InteractionChanged(interaction=interaction):
+            return f"interaction {interaction.interaction_id} {interaction.status.proto_name}"
+        case TurnSettled(turn=turn):
+            return f"turn_settled {turn.turn_id} {turn.outcome.proto_name} by {turn.settled_by.proto_name}"
+        case UnknownEvent():
+            return "an event of a kind this SDK does not know"
+        case _:
+            assert_never(event.body)
 
 
 async def watch(

@@ -13,7 +13,6 @@ import uuid
 from datetime import timedelta
 
 from turngate.client import Cancelled, Client, Mismatch, SessionBusy, Turn
-from turngate.v1 import turngate_pb2 as pb
 
 
 def say(step: str) -> None:
@@ -23,7 +22,7 @@ def say(step: str) -> None:
 async def watch(client: Client, session_id: str) -> None:
     """Prints every event of the session, starting from a snapshot."""
     async for event in client.watch(session_id):
-        print(f"   [watch] seq={event.seq} {event.WhichOneof('kind')}")
+        print(f"   [watch] seq={event.seq} {event.kind}")
 
 
 async def search(turn: Turn, opened: asyncio.Event) -> None:
@@ -50,7 +49,7 @@ async def tour(target: str) -> None:
                 async with client.runner("runner-b").turn(session_id, "turn-2"):
                     pass
             except SessionBusy as busy:
-                print(f"   {busy.code.name} {busy.reason} active={busy.active_turn_id}")
+                print(f"   {busy.code.name} {busy.reason.name} active={busy.active_turn_id}")
 
             say("the runner opens a tool call, then the user presses Stop on turn-1")
             opened = asyncio.Event()
@@ -66,7 +65,7 @@ async def tour(target: str) -> None:
             tool.cancel()
             await asyncio.wait({tool})
         assert turn.settled is not None
-        outcome, by = pb.TurnOutcome.Name(turn.settled.outcome), pb.SettledBy.Name(turn.settled.settled_by)
+        outcome, by = turn.settled.outcome.proto_name, turn.settled.settled_by.proto_name
         print(f"   outcome={outcome} by={by}")
 
         say("turn-2 is admitted; a late Stop meant for turn-1 does not touch it")
@@ -77,7 +76,7 @@ async def tour(target: str) -> None:
 
         say("turn-1's history: the tool call left open by the Stop was closed INTERRUPTED")
         for tool_call in (await client.get_turn(session_id, "turn-1")).tool_calls:
-            print(f"   {tool_call.call_id} {pb.ToolCallStatus.Name(tool_call.status)}")
+            print(f"   {tool_call.call_id} {tool_call.status.proto_name}")
 
         await asyncio.sleep(0.2)
         watcher.cancel()

@@ -8,8 +8,7 @@ import asyncio
 import signal
 
 from tests.cli.conftest import Turngate
-from turngate.client import Client
-from turngate.v1 import turngate_pb2 as pb
+from turngate.client import Client, SessionPhase
 
 
 async def test_stop_cancels_the_expected_turn_then_answers_mismatch_then_idle(
@@ -91,5 +90,5 @@ async def test_stop_wait_interrupted_exits_130_and_leaves_the_turn_stopping(
         stopping = await turngate.start("stop", "chat", "--wait", "60")
         await turn.stop_requested.wait()
         ended = await stopping.interrupt(signal.SIGINT)
-        assert (await client.get_session("chat")).phase == pb.SESSION_PHASE_STOPPING
+        assert (await client.get_session("chat")).phase == SessionPhase.STOPPING
     assert (ended.code, ended.out, ended.err) == (130, "", "")

@@ -34,15 +34,22 @@ from tests.security.principals import (
 )
 from tests.waiting import eventually
 from turngate.client import (
+    AdmissionRefused,
     Cancelled,
     Client,
+    ErrorReason,
     NotAuthenticated,
     PermissionDenied,
+    SessionPhase,
+    SessionSnapshot,
+    SettledBy,
     TurngateError,
     TurnHeldByOtherPrincipal,
+    TurnOutcome,
+    TurnPhase,
+    WriteRefused,
 )
 from turngate.client import sync as sync_client
-from turngate.v1 import turngate_pb2 as pb
 
 CALL_TIMEOUT_S = 2.0
 UNKNOWN = Named("nobody", ("admin",), "*")
@@ -93,7 +100,9 @@ async def test_the_token_goes_with_every_call_watch_streams_included(target: str
         client_as(target, GATEWAY_A) as gateway,
         gateway.watch(session_id) as events,
     ):
-        assert (await anext(events)).snapshot.phase == pb.SESSION_PHASE_IDLE
+        first = (await anext(events)).body
+        assert isinstance(first, SessionSnapshot)
+        assert first.phase == SessionPhase.IDLE
         async with runner.runner("r1").turn(session_id, "t1", lease_ttl=60) as turn:
             async with turn.tool_call("call-1", "search"):
                 pass
@@ -101,9 +110,9 @@ async def test_the_token_goes_with_every_call_watch_streams_included(target: str
             # Pushed by the turn's own watch (the runner role may follow its session), not
             # learnt from a heartbeat, which is 20 s away.
             await asyncio.wait_for(turn.stop_requested.wait(), timeout=CALL_TIMEOUT_S)
-        kinds = [(await anext(events)).WhichOneof("kind") for _ in range(5)]
+        kinds = [(await anext(events)).kind for _ in range(5)]
     assert kinds == ["turn_admitted", "tool_call", "tool_call", "stop_requested", "turn_settled"]
-    assert turn.outcome == pb.TURN_OUTCOME_CANCELLED
+    assert turn.outcome == TurnOutcome.CANCELLED
 
 
 async def test_a_turn_whose_watch_is_refused_starts_at_once_and_is_refused_an_interaction(
@@ -127,10 +136,10 @@ async def test_a_turn_whose_watch_is_refused_starts_at_once_and_is_refused_an_in
                         await turn.interaction("ask-1", "approval")
             record = await watcher.get_turn(session_id, "t1")
     assert refused.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert (record.outcome, list(record.interactions)) == (pb.TURN_OUTCOME_COMPLETED, [])
+    assert (record.outcome, list(record.interactions)) == (TurnOutcome.COMPLETED, [])
 
 
-def synchronously(target: str, session_id: str) -> pb.SessionSnapshot:
+def synchronously(target: str, session_id: str) -> SessionSnapshot:
     with sync_client.Client(target, PROJECT_A, token=WATCHER_A.token, backoff=FAST) as client:
         return client.get_session(session_id)
 
@@ -170,7 +179,9 @@ async def test_another_project_or_a_missing_role_is_permission_denied_and_sent_o
         each = calls(client, session_id)
         refused = [await refusal(each[name]) for name in denied]
     assert all(isinstance(error, PermissionDenied) for error in refused)
-    assert {(error.code, error.reason) for error in refused} == {(grpc.StatusCode.PERMISSION_DENIED, "")}
+    assert {(error.code, error.reason) for error in refused} == {
+        (grpc.StatusCode.PERMISSION_DENIED, ErrorReason.UNSPECIFIED)
+    }
     assert sum(wire.sent.values()) == len(denied)
 
 
@@ -184,14 +195,16 @@ async def test_runner_r2_cannot_enter_r1s_turn_which_goes_on_untouched(target: s
                 pass
         assert not turn.abandoned.is_set()
     assert isinstance(refused.value, PermissionDenied)
+    assert isinstance(refused.value, AdmissionRefused)
+    assert isinstance(refused.value, WriteRefused)
     assert (refused.value.code, refused.value.reason) == (
         grpc.StatusCode.PERMISSION_DENIED,
-        "TURN_HELD_BY_OTHER_PRINCIPAL",
+        ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL,
     )
     assert turn.settled is not None
     assert (turn.settled.outcome, turn.settled.settled_by) == (
-        pb.TURN_OUTCOME_COMPLETED,
-        pb.SETTLED_BY_RUNNER,
+        TurnOutcome.COMPLETED,
+        SettledBy.RUNNER,
     )
 
 
@@ -233,7 +246,7 @@ async def test_a_refused_write_abandons_the_turn_and_nothing_more_is_sent(
             record = await admin.get_turn(session_id, "t1")
     assert refused in turn.stop_reason
     assert wire.sent - before == {"RecordToolCall": 1}
-    assert (record.phase, list(record.tool_calls)) == (pb.TURN_PHASE_RUNNING, [])
+    assert (record.phase, list(record.tool_calls)) == (TurnPhase.RUNNING, [])
 
 
 async def test_r2_cannot_heartbeat_r1s_turn_which_is_abandoned_and_settled_lost(
@@ -253,7 +266,7 @@ async def test_r2_cannot_heartbeat_r1s_turn_which_is_abandoned_and_settled_lost(
 
             async def settled_lost() -> bool:
                 record = await admin.get_turn(session_id, "t1")
-                return (record.outcome, record.settled_by) == (pb.TURN_OUTCOME_LOST, pb.SETTLED_BY_WATCHDOG)
+                return (record.outcome, record.settled_by) == (TurnOutcome.LOST, SettledBy.WATCHDOG)
 
             await eventually(settled_lost)
     assert "TURN_HELD_BY_OTHER_PRINCIPAL" in turn.stop_reason

@@ -12,7 +12,18 @@ import pytest
 from tests.e2e.calls import admit, complete, events_after, kinds, settlements, wait_for_phase
 from tests.e2e.servers import Client as Raw
 from tests.sdk.wire import Wire
-from turngate.client import Cancelled, Client, Idle, InteractionNotPending, Mismatch
+from turngate.client import (
+    Cancelled,
+    Client,
+    ControlRefused,
+    Idle,
+    InteractionNotPending,
+    InteractionStatus,
+    Mismatch,
+    SettledBy,
+    TurnOutcome,
+    TurnPhase,
+)
 from turngate.v1 import turngate_pb2 as pb
 
 
@@ -33,11 +44,11 @@ async def test_stop_answers_cancelled_then_mismatch_for_a_late_stop_then_idle(
     await complete(raw, first.lease, pb.TURN_OUTCOME_CANCELLED)
     second = await admit(raw, ref, "t2")
     late = await gateway.stop(ref.session_id, expected_turn_id="t1")
-    assert late == Mismatch("t1", "t2", pb.TURN_PHASE_RUNNING, pb.TURN_OUTCOME_CANCELLED)
+    assert late == Mismatch("t1", "t2", TurnPhase.RUNNING, TurnOutcome.CANCELLED)
 
     await complete(raw, second.lease)
     idle = await gateway.stop(ref.session_id, expected_turn_id="t2")
-    assert idle == Idle("t2", pb.TURN_OUTCOME_COMPLETED, "t2", pb.TURN_OUTCOME_COMPLETED)
+    assert idle == Idle("t2", TurnOutcome.COMPLETED, "t2", TurnOutcome.COMPLETED)
 
     early = await gateway.stop(ref.session_id, expected_turn_id="t3")
     assert isinstance(early, Cancelled)
@@ -52,9 +63,10 @@ async def test_a_second_answer_to_an_interaction_is_refused_interaction_not_pend
         pb.RecordInteractionRequest(lease=lease, interaction_id="i1", kind="ok?")
     )
     resolved = await client.gateway().resolve_interaction(ref.session_id, "i1", "yes")
-    assert (resolved.status, resolved.resolution) == (pb.INTERACTION_STATUS_RESOLVED, "yes")
-    with pytest.raises(InteractionNotPending):
+    assert (resolved.status, resolved.resolution) == (InteractionStatus.RESOLVED, "yes")
+    with pytest.raises(InteractionNotPending) as refused:
         await client.gateway().resolve_interaction(ref.session_id, "i1", "no")
+    assert isinstance(refused.value, ControlRefused)
 
 
 async def test_stop_and_wait_returns_the_record_the_runner_settled_resending_the_same_request_id(
@@ -75,8 +87,8 @@ async def test_stop_and_wait_returns_the_record_the_runner_settled_resending_the
     assert record is not None
     assert (record.turn_id, record.outcome, record.settled_by) == (
         "t1",
-        pb.TURN_OUTCOME_CANCELLED,
-        pb.SETTLED_BY_RUNNER,
+        TurnOutcome.CANCELLED,
+        SettledBy.RUNNER,
     )
     sent = wire.requests["CancelTurn"]
     assert len(sent) == 2
@@ -94,7 +106,7 @@ async def test_stop_and_wait_forces_a_turn_whose_runner_never_completes(
 
     assert time.perf_counter() - started >= 0.3
     assert record is not None
-    assert (record.outcome, record.settled_by) == (pb.TURN_OUTCOME_CANCELLED, pb.SETTLED_BY_GATEWAY)
+    assert (record.outcome, record.settled_by) == (TurnOutcome.CANCELLED, SettledBy.GATEWAY)
     events = await events_after(raw, ref, 1)
     assert kinds(events) == ["stop_requested", "stop_requested", "turn_settled"]
     assert [e.stop_requested.force for e in events[:2]] == [False, True]
@@ -107,5 +119,5 @@ async def test_stop_and_wait_of_an_ended_or_unstarted_turn_answers_at_once(
     await complete(raw, (await admit(raw, ref, "t1")).lease)
     ended = await client.gateway().stop_and_wait(ref.session_id, "t1", force_after=5.0)
     assert ended is not None
-    assert ended.outcome == pb.TURN_OUTCOME_COMPLETED
+    assert ended.outcome == TurnOutcome.COMPLETED
     assert await client.gateway().stop_and_wait(ref.session_id, "t2", force_after=5.0) is None

@@ -6,7 +6,7 @@ import pytest
 
 from tests.e2e.calls import admit, complete
 from tests.e2e.servers import Client as Raw
-from turngate.client import Client, InvalidRequest, NotFound
+from turngate.client import Client, InvalidRequest, NotFound, SessionPhase, TurnOutcome
 from turngate.v1 import turngate_pb2 as pb
 
 
@@ -18,12 +18,14 @@ async def test_reads_show_the_session_its_turns_page_by_page_and_the_busy_sessio
     await admit(raw, ref, "t3")
 
     current = await client.get_session(ref.session_id)
+    assert current.active is not None
+    assert current.last_settled is not None
     assert (current.phase, current.active.turn_id, current.last_settled.turn_id) == (
-        pb.SESSION_PHASE_RUNNING,
+        SessionPhase.RUNNING,
         "t3",
         "t2",
     )
-    assert (await client.get_turn(ref.session_id, "t1")).outcome == pb.TURN_OUTCOME_COMPLETED
+    assert (await client.get_turn(ref.session_id, "t1")).outcome == TurnOutcome.COMPLETED
     assert [t.turn_id async for t in client.list_turns(ref.session_id, page_size=2)] == ["t3", "t2", "t1"]
     assert ref.session_id in [s.session.session_id async for s in client.active_sessions(page_size=1)]
     with pytest.raises(NotFound):

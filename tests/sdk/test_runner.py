@@ -14,13 +14,18 @@ from tests.e2e.servers import Client as Raw
 from tests.sdk.wire import Wire
 from tests.waiting import eventually
 from turngate.client import (
+    AdmissionRefused,
     Client,
+    ErrorReason,
     InteractionCancelled,
     SessionBusy,
+    SettledBy,
     TurnAlreadySettled,
     TurnCancelled,
     TurnEnded,
+    TurnOutcome,
     TurnOwnedByOtherRunner,
+    TurnPhase,
 )
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
@@ -58,10 +63,11 @@ async def test_busy_session_refuses_admission_with_session_busy_naming_the_activ
             async with client.runner("r2").turn(session_id, "t2"):
                 pytest.fail("a second turn was admitted")
         busy = refused.value
+        assert isinstance(busy, AdmissionRefused)
         assert (busy.reason, busy.active_turn_id, busy.active_phase) == (
-            "SESSION_TURN_IN_USE",
+            ErrorReason.SESSION_TURN_IN_USE,
             "t1",
-            pb.TURN_PHASE_RUNNING,
+            TurnPhase.RUNNING,
         )
         assert not busy.stopping
         assert PUSH_LEASE_S - 2 < busy.retry_after <= PUSH_LEASE_S
@@ -86,7 +92,7 @@ async def test_refusals_of_a_cancelled_settled_or_foreign_turn_are_typed(
     with pytest.raises(TurnAlreadySettled) as settled:
         async with client.runner("r1").turn(session_id, "t1"):
             pytest.fail("a settled turn ran again")
-    assert settled.value.outcome == pb.TURN_OUTCOME_COMPLETED
+    assert settled.value.outcome == TurnOutcome.COMPLETED
 
 
 async def test_stop_reaches_stop_requested_by_push_before_any_heartbeat(
@@ -111,9 +117,9 @@ async def test_leaving_after_stop_records_cancelled_exactly_once(
         await client.gateway().stop(session_id, expected_turn_id="t1")
         await turn.stop_requested.wait()
 
-    assert turn.outcome == pb.TURN_OUTCOME_CANCELLED
+    assert turn.outcome == TurnOutcome.CANCELLED
     assert turn.settled is not None
-    assert turn.settled.settled_by == pb.SETTLED_BY_RUNNER
+    assert turn.settled.settled_by == SettledBy.RUNNER
     assert wire.sent["CompleteTurn"] == 1
     [settled] = settlements(await events_after(raw, ref, 1))
     assert (settled.turn.outcome, settled.turn.stop_requested) == (pb.TURN_OUTCOME_CANCELLED, True)
@@ -122,7 +128,7 @@ async def test_leaving_after_stop_records_cancelled_exactly_once(
 async def test_leaving_normally_records_completed(client: Client, raw: Raw, ref: pb.SessionRef) -> None:
     async with client.runner("r1").turn(ref.session_id, "t1") as turn:
         pass
-    assert turn.outcome == pb.TURN_OUTCOME_COMPLETED
+    assert turn.outcome == TurnOutcome.COMPLETED
     assert (await get_turn(raw, ref, "t1")).outcome == pb.TURN_OUTCOME_COMPLETED
 
 
@@ -134,7 +140,7 @@ async def test_an_exception_inside_records_failed_with_its_text_and_is_reraised(
             raise Boom("the model said no" + "!" * 2000)
 
     recorded = await get_turn(raw, ref, "t1")
-    assert (turn.outcome, recorded.outcome) == (pb.TURN_OUTCOME_FAILED, pb.TURN_OUTCOME_FAILED)
+    assert (turn.outcome, recorded.outcome) == (TurnOutcome.FAILED, pb.TURN_OUTCOME_FAILED)
     assert recorded.error.startswith("Boom: the model said no!")
     assert len(recorded.error.encode()) == 1024
 
@@ -199,7 +205,7 @@ async def test_interaction_withdrawn_by_stop_raises_interaction_cancelled(
         await client.gateway().stop(ref.session_id, expected_turn_id="t1")
         with pytest.raises(InteractionCancelled):
             await asyncio.wait_for(asking, 5)
-    assert turn.outcome == pb.TURN_OUTCOME_CANCELLED
+    assert turn.outcome == TurnOutcome.CANCELLED
 
 
 async def test_network_blips_are_retried_and_a_resent_write_records_once(
@@ -224,7 +230,7 @@ async def test_a_stop_directive_reaches_the_turn_when_the_push_path_is_quiet(
         await asyncio.wait_for(turn.stop_requested.wait(), 2)
         assert wire.sent["Heartbeat"] >= 1
         assert turn.stop_reason == "by heartbeat"
-    assert turn.outcome == pb.TURN_OUTCOME_CANCELLED
+    assert turn.outcome == TurnOutcome.CANCELLED
 
 
 async def test_heartbeats_keep_a_short_lease_alive_past_its_length(
@@ -233,7 +239,7 @@ async def test_heartbeats_keep_a_short_lease_alive_past_its_length(
     async with client.runner("r1").turn(ref.session_id, "t1", lease_ttl=1.0) as turn:
         await asyncio.sleep(2.0)
         assert not turn.abandoned.is_set()
-    assert turn.outcome == pb.TURN_OUTCOME_COMPLETED
+    assert turn.outcome == TurnOutcome.COMPLETED
     assert wire.sent["Heartbeat"] >= 5
 
 
@@ -244,7 +250,7 @@ async def test_a_lease_taken_by_the_watchdog_abandons_the_turn_and_nothing_more_
     async with client.runner("r1").turn(ref.session_id, "t1", lease_ttl=1.0) as turn:
         await asyncio.wait_for(turn.abandoned.wait(), 5)  # the watchdog's settlement, pushed
         assert turn.stop_requested.is_set()
-        assert turn.outcome == pb.TURN_OUTCOME_LOST
+        assert turn.outcome == TurnOutcome.LOST
         async with turn.tool_call("c1", "search"):
             pass
         with pytest.raises(TurnEnded):
@@ -282,7 +288,7 @@ async def test_a_heartbeat_answered_abandon_lets_go_of_a_force_stopped_turn(
     async with client.runner("r1").turn(ref.session_id, "t1", lease_ttl=1.0) as turn:
         await stop(raw, ref, "t1", force=True)
         await asyncio.wait_for(turn.abandoned.wait(), 2)
-        assert turn.outcome == pb.TURN_OUTCOME_CANCELLED
+        assert turn.outcome == TurnOutcome.CANCELLED
     assert wire.sent["CompleteTurn"] == 0
 
 

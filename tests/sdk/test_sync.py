@@ -11,7 +11,7 @@ import pytest
 from tests.e2e.calls import events_after, get_turn, kinds
 from tests.e2e.servers import Client as Raw
 from tests.sdk.conftest import FAST, PROJECT
-from turngate.client import Cancelled
+from turngate.client import Cancelled, TurnOutcome
 from turngate.client.sync import Client
 from turngate.v1 import turngate_pb2 as pb
 
@@ -20,7 +20,7 @@ class Boom(Exception):
     pass
 
 
-def stopped_turn(target: str, session_id: str) -> tuple[pb.TurnOutcome.ValueType | None, str]:
+def stopped_turn(target: str, session_id: str) -> tuple[TurnOutcome | None, str]:
     with Client(target, PROJECT, backoff=FAST) as client:
         with client.runner("r1").turn(session_id, "t1") as turn:
             with turn.tool_call("c1", "search"):
@@ -31,7 +31,7 @@ def stopped_turn(target: str, session_id: str) -> tuple[pb.TurnOutcome.ValueType
         return turn.outcome, turn.stop_reason
 
 
-def failed_turn(target: str, session_id: str) -> pb.TurnOutcome.ValueType | None:
+def failed_turn(target: str, session_id: str) -> TurnOutcome | None:
     with Client(target, PROJECT, backoff=FAST) as client:
         with pytest.raises(Boom), client.runner("r1").turn(session_id, "t2") as turn:
             raise Boom("sync")
@@ -40,7 +40,7 @@ def failed_turn(target: str, session_id: str) -> pb.TurnOutcome.ValueType | None
 
 def watched(target: str, session_id: str) -> tuple[list[str], list[str]]:
     with Client(target, PROJECT, backoff=FAST) as client, client.watch(session_id, after_seq=1) as events:
-        seen = [str(e.WhichOneof("kind")) for e in islice(events, 4)]
+        seen = [e.kind for e in islice(events, 4)]
         return seen, [t.turn_id for t in client.list_turns(session_id, page_size=1)]
 
 
@@ -48,11 +48,11 @@ async def test_sync_turn_records_its_tool_call_sees_the_stop_and_settles_cancell
     target: str, raw: Raw, ref: pb.SessionRef
 ) -> None:
     outcome, reason = await asyncio.to_thread(stopped_turn, target, ref.session_id)
-    assert (outcome, reason) == (pb.TURN_OUTCOME_CANCELLED, "user")
+    assert (outcome, reason) == (TurnOutcome.CANCELLED, "user")
     calls = (await get_turn(raw, ref, "t1")).tool_calls
     assert [(c.call_id, c.status) for c in calls] == [("c1", pb.TOOL_CALL_STATUS_SUCCEEDED)]
 
-    assert await asyncio.to_thread(failed_turn, target, ref.session_id) == pb.TURN_OUTCOME_FAILED
+    assert await asyncio.to_thread(failed_turn, target, ref.session_id) == TurnOutcome.FAILED
     assert (await get_turn(raw, ref, "t2")).error == "Boom: sync"
 
     seen, listed = await asyncio.to_thread(watched, target, ref.session_id)

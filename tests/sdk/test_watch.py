@@ -13,20 +13,20 @@ from tests.e2e.watching import STREAM_TIMEOUT_S, write_tool_calls
 from tests.sdk.conftest import FAST, PROJECT, OwnServer
 from tests.sdk.wire import Wire
 from tests.waiting import eventually
-from turngate.client import Client, Watch
+from turngate.client import Client, Event, SessionSnapshot, Watch
 from turngate.v1 import turngate_pb2 as pb
 
 
-async def gather_into(events: Watch, seen: list[pb.SessionEvent]) -> None:
+async def gather_into(events: Watch, seen: list[Event]) -> None:
     async for event in events:
         seen.append(event)
 
 
-def arrived(seen: list[pb.SessionEvent], seq: int) -> bool:
+def arrived(seen: list[Event], seq: int) -> bool:
     return bool(seen) and seen[-1].seq >= seq
 
 
-async def _until(seen: list[pb.SessionEvent], seq: int) -> None:
+async def _until(seen: list[Event], seq: int) -> None:
     await eventually(lambda: arrived(seen, seq))
 
 
@@ -35,7 +35,7 @@ async def test_watch_resumes_across_a_killed_and_restarted_server_gapless_withou
 ) -> None:
     port = free_port()
     ref = pb.SessionRef(project_id=PROJECT, session_id="s-restart")
-    seen: list[pb.SessionEvent] = []
+    seen: list[Event] = []
     async with Client(f"127.0.0.1:{port}", PROJECT, backoff=FAST, interceptors=wire.interceptors) as client:
         async with spawn_server(tmp_path, port=port) as first:
             watcher = asyncio.create_task(gather_into(client.watch(ref.session_id), seen))
@@ -51,9 +51,9 @@ async def test_watch_resumes_across_a_killed_and_restarted_server_gapless_withou
             await asyncio.wait_for(_until(seen, 12), STREAM_TIMEOUT_S)  # resumed by itself
         watcher.cancel()
 
-    assert [e.WhichOneof("kind") for e in seen[:2]] == ["snapshot", "turn_admitted"]
+    assert [e.kind for e in seen[:2]] == ["snapshot", "turn_admitted"]
     assert [e.seq for e in seen] == list(range(13)), "a gap or a repeat across the restart"
-    assert not any(e.HasField("snapshot") for e in seen[1:])
+    assert not any(isinstance(e.body, SessionSnapshot) for e in seen[1:])
     assert wire.sent["WatchSession"] >= 2
 
 
@@ -87,8 +87,8 @@ async def test_a_cursor_the_service_cannot_resume_yields_a_resync_snapshot_then_
     lease = (await admit(raw, ref, "t1")).lease
     async with client.watch(ref.session_id, after_seq=99) as events:
         first = await anext(events)
-        assert first.HasField("snapshot")
-        assert (first.snapshot.resync, first.seq, events.cursor) == (True, 1, 1)
+        assert isinstance(first.body, SessionSnapshot)
+        assert (first.body.resync, first.seq, events.cursor) == (True, 1, 1)
         await record_call(raw, lease, "c1")
         assert (await anext(events)).seq == 2
 
@@ -100,4 +100,4 @@ async def test_a_turn_filter_keeps_only_that_turns_events(
     lease = (await admit(raw, ref, "t2")).lease
     async with client.watch(ref.session_id, after_seq=1, turn_id="t2") as events:
         await record_call(raw, lease, "c1")
-        assert [(await anext(events)).WhichOneof("kind") for _ in range(2)] == ["turn_admitted", "tool_call"]
+        assert [(await anext(events)).kind for _ in range(2)] == ["turn_admitted", "tool_call"]

@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 
 
 def _method(details: grpc.aio.ClientCallDetails) -> str:
-    method = details.method
+    method: str | bytes = details.method  # typed str; grpc.aio passes bytes
     name = method.decode() if isinstance(method, bytes) else method
     return name.rsplit("/", 1)[-1]
 

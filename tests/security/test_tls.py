@@ -15,9 +15,18 @@ from tests.e2e.processes import run_cli
 from tests.e2e.servers import running, settings_for
 from tests.security.certs import Pki, make_pki, tls_settings
 from tests.security.principals import GATEWAY_A, PROJECT_A, RUNNER_A
-from turngate.client import Backoff, Client, NotAuthenticated, ServiceUnavailable, tls_credentials
+from turngate.client import (
+    Backoff,
+    Client,
+    NotAuthenticated,
+    ServiceUnavailable,
+    SessionPhase,
+    SessionSnapshot,
+    ToolCallStatus,
+    TurnOutcome,
+    tls_credentials,
+)
 from turngate.service import cli
-from turngate.v1 import turngate_pb2 as pb
 
 FAST = Backoff(initial=0.02, maximum=0.2)
 # How long a refused client keeps retrying before it gives up (a refused handshake is UNAVAILABLE).
@@ -90,11 +99,13 @@ async def test_calls_and_watches_succeed_over_tls_with_a_token_and_are_refused_w
         async with runner.runner("r1").turn("s-tls", "t1") as turn, turn.tool_call("call-1", "search"):
             pass
         async with gateway.watch("s-tls") as events:
-            first = await anext(events)
-        assert first.snapshot.last_settled.turn_id == "t1"
-        assert first.snapshot.last_settled.outcome == pb.TURN_OUTCOME_COMPLETED
+            first = (await anext(events)).body
+        assert isinstance(first, SessionSnapshot)
+        assert first.last_settled is not None
+        assert first.last_settled.turn_id == "t1"
+        assert first.last_settled.outcome == TurnOutcome.COMPLETED
         settled = await by_name.get_turn("s-tls", "t1")
-        assert [call.status for call in settled.tool_calls] == [pb.TOOL_CALL_STATUS_SUCCEEDED]
+        assert [call.status for call in settled.tool_calls] == [ToolCallStatus.SUCCEEDED]
         with pytest.raises(NotAuthenticated):
             await anonymous.get_session("s-tls")
 
@@ -117,8 +128,9 @@ async def test_mutual_tls_admits_a_client_with_a_certificate_the_client_ca_signe
     async with connect(mtls_port, credentials=credentials) as client:
         snapshot = await client.get_session("s-mtls")
         async with client.watch("s-mtls") as events:
-            first = await anext(events)
-    assert (snapshot.phase, first.snapshot.phase) == (pb.SESSION_PHASE_IDLE, pb.SESSION_PHASE_IDLE)
+            first = (await anext(events)).body
+    assert isinstance(first, SessionSnapshot)
+    assert (snapshot.phase, first.phase) == (SessionPhase.IDLE, SessionPhase.IDLE)
 
 
 @pytest.mark.parametrize("presented", ["no certificate", "another CA's certificate"])

@@ -1,6 +1,8 @@
 """turngate's Python SDK: runners, gateways and watchers over one channel.
 
-    from turngate.client import Cancelled, Client, Idle, Mismatch, SessionBusy
+    from turngate.client import (
+        AdmissionRefused, Cancelled, Client, Idle, Mismatch, SessionBusy, TurnSettled, ToolCallChanged,
+    )
 
     async with Client("127.0.0.1:50051", "my-project") as client:
 
@@ -15,8 +17,11 @@
                         await step.run()                  # OPEN, then SUCCEEDED or FAILED
                 answer = await turn.interaction("ask-1", "approval")
                 ...                                       # leaving normally -> COMPLETED
+            print(turn.outcome)                           # TurnOutcome.COMPLETED
         except SessionBusy as busy:                       # another turn holds the session
             print(busy.active_turn_id, busy.retry_after)
+        except AdmissionRefused as refused:               # every other refusal of admission
+            print(refused.reason)                         # e.g. ErrorReason.TURN_CANCELLED
 
         # A gateway: a user's Stop, with a typed answer.
         gateway = client.gateway()
@@ -28,15 +33,40 @@
 
         # A watcher: never loses or repeats an event, reconnects by itself.
         async with client.watch("chat-42") as events:
-            async for event in events:                    # turngate.v1.SessionEvent
-                print(event.seq, event.WhichOneof("kind"))
+            async for event in events:                    # Event(seq, time, session, body)
+                match event.body:
+                    case TurnSettled(turn=turn):
+                        print(event.seq, turn.turn_id, turn.outcome.name, turn.settled_by.name)
+                    case ToolCallChanged(tool_call=call):
+                        print(event.seq, call.call_id, call.status.name)
+                    case _:
+                        print(event.seq, event.kind)
+
+Types
+-----
+The SDK returns Python values, never protobuf messages (`turngate.client.models`,
+`turngate.client.enums`): frozen dataclasses named and shaped as the contract's messages
+(`TurnRecord`, `ToolCall`, `Interaction`, `SessionSnapshot`, `TurnLease`, `SessionRef`; the
+watch's `Event` with a `body` that is one of `SessionSnapshot`, `TurnAdmitted`, `StopRequested`,
+`ToolCallChanged`, `InteractionChanged`, `TurnSettled` or, for a kind added to the contract
+later, `UnknownEvent`; the Stop answers `Cancelled | Mismatch | Idle`), with the contract's field
+names. Times are aware UTC datetimes, durations float seconds, repeated fields tuples, an unset
+message field (a snapshot without an active turn) None. Enums are IntEnums whose values are the
+contract's numbers (`TurnOutcome.CANCELLED == turngate_pb2.TURN_OUTCOME_CANCELLED`): `SessionPhase`,
+`TurnPhase`, `TurnOutcome`, `SettledBy`, `ToolCallStatus`, `InteractionStatus`, `ErrorReason`;
+`.name` is the contract's name without the prefix (`CANCELLED`), `.proto_name` with it
+(`TURN_OUTCOME_CANCELLED`), and a number a newer service sends that this SDK does not know reads
+as UNSPECIFIED. Every value built from a message keeps it as `raw` (repr=False, compare=False):
+protobuf's JSON mapping of it, or fields this SDK does not know yet, are one step away.
 
 API
 ---
 `Client(target, project_id, *, token=None, credentials=None, channel_options=(), interceptors=(),
 call_timeout=10.0, retry_for=30.0, backoff=Backoff(), tracer_provider=None)` owns one grpc.aio
-channel, traced by OpenTelemetry's gRPC client interceptors: every call is a client span, child
-of the current span, and carries the W3C traceparent. `async with`, or `await client.close()`.
+channel (`ClientOptions` is the TypedDict of its keyword options, for wrappers). With
+OpenTelemetry installed (`pip install 'turngate-client[otel]'`), every call is a client span,
+child of the current span, carrying the W3C traceparent; without it nothing is traced.
+`async with`, or `await client.close()`.
 
 * `token`: a bearer token (`authorization: Bearer <token>`) sent on every call, watch streams
   included, over TLS or plaintext; ValueError unless printable ASCII without spaces.
@@ -48,56 +78,76 @@ of the current span, and carries the W3C traceparent. `async with`, or `await cl
   is an async context manager yielding a `Turn`. Entering admits the turn inside a
   `turngate.turn` span (attributes `turngate.project_id`, `.session_id`, `.turn_id`,
   `.generation`, `.outcome`, `.settled_by`, `.refusal`), so AdmitTurn, Heartbeat and
-  CompleteTurn are its children. A refusal raises `SessionBusy` (`active_turn_id`,
-  `active_phase`, `retry_after` seconds), `TurnCancelled`, `TurnAlreadySettled` (`outcome`),
-  `TurnOwnedByOtherRunner` or `TurnHeldByOtherPrincipal`. While the body runs, the lease is renewed every
-  `turn.heartbeat_interval` seconds (each heartbeat's deadline a quarter of the lease) and the
-  turn watches its own events. Leaving reports exactly one outcome: CANCELLED when the body was
-  cancelled or a Stop was requested, FAILED (with the exception's text) when an exception
-  escaped (re-raised), COMPLETED otherwise; nothing when the turn was abandoned.
+  CompleteTurn are its children. A refusal raises an `AdmissionRefused` (`reason`,
+  `active_turn_id`, `active_phase`, `active_lease_expires_at`, `retry_after` seconds,
+  `settled_outcome`): `SessionBusy`, `TurnCancelled`, `TurnAlreadySettled` (`outcome`),
+  `TurnOwnedByOtherRunner`, `TurnHeldByOtherPrincipal` or `AdmissionLimitExceeded`. While the
+  body runs, the lease is renewed every `turn.heartbeat_interval` seconds (each heartbeat's
+  deadline a quarter of the lease) and the turn watches its own events. Leaving reports
+  exactly one outcome: CANCELLED when the body was cancelled or a Stop was requested, FAILED
+  (with the exception's text) when an exception escaped (re-raised), COMPLETED otherwise;
+  nothing when the turn was abandoned.
 * `Turn`: `stop_requested` (asyncio.Event: a Stop reached the turn, by push or by heartbeat;
   also set when abandoned), `stop_reason`, `abandoned` (asyncio.Event: the turn is no longer
-  this runner's; nothing more is written), `outcome` / `settled` (once known), `turn_id`,
-  `generation`, `lease`, `heartbeat_interval`;
+  this runner's; nothing more is written), `outcome` (`TurnOutcome`) / `settled` (`TurnRecord`)
+  once known, `turn_id`, `generation`, `lease` (`TurnLease`), `heartbeat_interval`;
   `async with turn.tool_call(call_id, name):` records OPEN then SUCCEEDED, or FAILED when an
   exception escapes; a cancelled call is left open, so settlement closes it INTERRUPTED;
   `await turn.interaction(interaction_id, kind) -> str` opens a PENDING interaction and returns
   its resolution (raises `InteractionCancelled` if a Stop withdraws it, `TurnEnded` once the
   turn is over).
 * `client.gateway() -> Gateway`: `await stop(session_id, *, expected_turn_id="", force=False,
-  request_id=None, reason="") -> Cancelled | Mismatch | Idle` (frozen dataclasses);
-  `await resolve_interaction(session_id, interaction_id, resolution) -> pb.Interaction`;
+  request_id=None, reason="") -> Cancelled | Mismatch | Idle`;
+  `await resolve_interaction(session_id, interaction_id, resolution) -> Interaction`;
   `await stop_and_wait(session_id, expected_turn_id, *, force_after, reason="", request_id=None)
-  -> pb.TurnRecord | None`: Stop, wait up to `force_after` s for the turn to settle, then
+  -> TurnRecord | None`: Stop, wait up to `force_after` s for the turn to settle, then
   force it; returns the settled record (None if the turn had never been admitted).
 * `client.watch(session_id, *, after_seq=0, turn_id="") -> Watch`: an async iterator (and
-  async context manager) of `turngate.v1.SessionEvent` messages as sent by the service: a
-  snapshot first when `after_seq` is 0, a snapshot with `resync=True` when the cursor could not
-  be resumed; reconnects after UNAVAILABLE, a cut-off for falling behind (RESOURCE_EXHAUSTED,
-  limit `watch_buffer`) or a lost connection with backoff and jitter, resuming after
-  `watch.cursor`, the last seq it yielded; over the watch-stream limits it raises LimitExceeded.
-* Reads: `await client.get_session(session_id)`, `await client.get_turn(session_id, turn_id)`,
-  `client.list_turns(session_id)` and `client.active_sessions()` (async iterators over pages).
+  async context manager) of `Event`s: a snapshot first when `after_seq` is 0, a snapshot with
+  `resync=True` when the cursor could not be resumed; reconnects after UNAVAILABLE, a cut-off
+  for falling behind (RESOURCE_EXHAUSTED, limit `watch_buffer`) or a lost connection with
+  backoff and jitter, resuming after `watch.cursor`, the last seq it yielded; over the
+  watch-stream limits it raises LimitExceeded.
+* Reads: `await client.get_session(session_id) -> SessionSnapshot`,
+  `await client.get_turn(session_id, turn_id) -> TurnRecord`, `client.list_turns(session_id)`
+  and `client.active_sessions()` (async iterators over pages).
 
-Errors: every failed call raises a `TurngateError` (`code`, `reason`); `ServiceUnavailable`
-once network blips (UNAVAILABLE, DEADLINE_EXCEEDED, contention) outlast the retries, which use
-exponential backoff with jitter (a TLS handshake that fails is one: the message says why).
-`NotAuthenticated` (no token, or one the service does not know) and `PermissionDenied` (the
-token's principal lacks the role or the project; `TurnHeldByOtherPrincipal` when a runner enters
-or writes a turn admitted to another principal) are never retried. Runner writes retry while
-the lease lasts; a fenced write (TURN_NOT_ACTIVE), a heartbeat answered ABANDON, and a heartbeat
-or write refused UNAUTHENTICATED or PERMISSION_DENIED are never retried and abandon the turn.
-A turn follows its own events with a watch, which needs the watcher role (or gateway, admin):
-without it Stop arrives by heartbeat only, and `turn.interaction` raises the watch's
-`PermissionDenied` without asking.
+Errors: every failed call raises a `TurngateError` (`code`, `reason`: an `ErrorReason`);
+`ServiceUnavailable` once network blips (UNAVAILABLE, DEADLINE_EXCEEDED, contention) outlast the
+retries, which use exponential backoff with jitter (a TLS handshake that fails is one: the
+message says why). A refusal for one of the contract's reasons is a `Refused`, in families:
+`AdmissionRefused` (above), `WriteRefused` (a runner's writes: `TurnNotActive`,
+`TurnHeldByOtherPrincipal`), `ControlRefused` (a gateway's: `InteractionNotPending`) and
+`LimitExceeded` (`limit`). `NotAuthenticated` (no token, or one the service does not know) and
+`PermissionDenied` (the token's principal lacks the role or the project;
+`TurnHeldByOtherPrincipal` when a runner enters or writes a turn admitted to another principal)
+are never retried. Runner writes retry while the lease lasts; a fenced write (TURN_NOT_ACTIVE),
+a heartbeat answered ABANDON, and a heartbeat or write refused UNAUTHENTICATED or
+PERMISSION_DENIED are never retried and abandon the turn. A turn follows its own events with a
+watch, which needs the watcher role (or gateway, admin): without it Stop arrives by heartbeat
+only, and `turn.interaction` raises the watch's `PermissionDenied` without asking.
 
-Synchronous code uses `turngate.client.sync.Client`, the same surface run on an event loop in a
-background thread (`with client.runner(r).turn(s, t) as turn:`, threading.Events).
+Synchronous code uses `turngate.client.sync.Client`: the same classes, methods and types, run on
+an event loop in a background thread (`with client.runner(r).turn(s, t) as turn:`,
+threading.Events).
 """
 
+from turngate.client._version import __version__
 from turngate.client.auth import tls_credentials
-from turngate.client.client import Client
+from turngate.client.client import Client, ClientOptions
+from turngate.client.enums import (
+    ErrorReason,
+    InteractionStatus,
+    SessionPhase,
+    SettledBy,
+    ToolCallStatus,
+    TurnOutcome,
+    TurnPhase,
+)
 from turngate.client.errors import (
+    AdmissionLimitExceeded,
+    AdmissionRefused,
+    ControlRefused,
     InteractionCancelled,
     InteractionNotPending,
     InvalidRequest,
@@ -105,6 +155,7 @@ from turngate.client.errors import (
     NotAuthenticated,
     NotFound,
     PermissionDenied,
+    Refused,
     ServiceUnavailable,
     SessionBusy,
     TurnAlreadySettled,
@@ -114,39 +165,88 @@ from turngate.client.errors import (
     TurnHeldByOtherPrincipal,
     TurnNotActive,
     TurnOwnedByOtherRunner,
+    WriteRefused,
 )
-from turngate.client.gateway import Cancelled, Gateway, Idle, Mismatch, StopResult
+from turngate.client.gateway import Gateway
+from turngate.client.models import (
+    Cancelled,
+    Event,
+    EventBody,
+    Idle,
+    Interaction,
+    InteractionChanged,
+    Mismatch,
+    SessionRef,
+    SessionSnapshot,
+    StopRequested,
+    StopResult,
+    ToolCall,
+    ToolCallChanged,
+    TurnAdmitted,
+    TurnLease,
+    TurnRecord,
+    TurnSettled,
+    UnknownEvent,
+)
 from turngate.client.retry import Backoff
 from turngate.client.runner import Runner
 from turngate.client.turn import Turn
 from turngate.client.watch import Watch
 
 __all__ = [
+    "AdmissionLimitExceeded",
+    "AdmissionRefused",
     "Backoff",
     "Cancelled",
     "Client",
+    "ClientOptions",
+    "ControlRefused",
+    "ErrorReason",
+    "Event",
+    "EventBody",
     "Gateway",
     "Idle",
+    "Interaction",
     "InteractionCancelled",
+    "InteractionChanged",
     "InteractionNotPending",
+    "InteractionStatus",
     "InvalidRequest",
     "LimitExceeded",
     "Mismatch",
     "NotAuthenticated",
     "NotFound",
     "PermissionDenied",
+    "Refused",
     "Runner",
     "ServiceUnavailable",
     "SessionBusy",
+    "SessionPhase",
+    "SessionRef",
+    "SessionSnapshot",
+    "SettledBy",
+    "StopRequested",
     "StopResult",
+    "ToolCall",
+    "ToolCallChanged",
+    "ToolCallStatus",
     "Turn",
+    "TurnAdmitted",
     "TurnAlreadySettled",
     "TurnCancelled",
     "TurnEnded",
     "TurnHeldByOtherPrincipal",
+    "TurnLease",
     "TurnNotActive",
+    "TurnOutcome",
     "TurnOwnedByOtherRunner",
+    "TurnPhase",
+    "TurnRecord",
+    "TurnSettled",
     "TurngateError",
+    "UnknownEvent",
     "Watch",
+    "WriteRefused",
+    "__version__",
     "tls_credentials",
 ]

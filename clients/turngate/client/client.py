@@ -8,15 +8,15 @@ from types import TracebackType
 from typing import Any, TypedDict
 
 import grpc
-from opentelemetry import trace
 
 from turngate.client import reads, telemetry
 from turngate.client.connection import Connection, open_channel
 from turngate.client.gateway import Gateway
+from turngate.client.models import SessionSnapshot, TurnRecord
 from turngate.client.retry import DEFAULT_BACKOFF, Backoff
 from turngate.client.runner import Runner
+from turngate.client.telemetry import TracerProvider
 from turngate.client.watch import Watch
-from turngate.v1 import turngate_pb2 as pb
 
 
 class ClientOptions(TypedDict, total=False):
@@ -29,7 +29,7 @@ class ClientOptions(TypedDict, total=False):
     call_timeout: float
     retry_for: float
     backoff: Backoff
-    tracer_provider: trace.TracerProvider | None
+    tracer_provider: TracerProvider | None
 
 
 class Client:
@@ -40,8 +40,9 @@ class Client:
     arguments), `interceptors` (extra grpc.aio client interceptors, run inside the OpenTelemetry
     client spans), `call_timeout` (seconds each attempt of a call may take), `retry_for` (seconds
     a gateway or read call keeps retrying network blips; a runner's writes retry while its lease
-    lasts), `backoff` (delays between retries, `Backoff()` by default), `tracer_provider` (the
-    global one when None).
+    lasts), `backoff` (delays between retries, `Backoff()` by default), `tracer_provider` (an
+    OpenTelemetry TracerProvider, the global one when None; the SDK traces only where
+    OpenTelemetry is installed: `pip install 'turngate-client[otel]'`).
 
     Use it as `async with Client(...) as client:`, or `await client.close()`. Create it inside
     the event loop that uses it.
@@ -59,7 +60,7 @@ class Client:
         call_timeout: float = 10.0,
         retry_for: float = 30.0,
         backoff: Backoff = DEFAULT_BACKOFF,
-        tracer_provider: trace.TracerProvider | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         channel = open_channel(
             target,
@@ -92,19 +93,20 @@ class Client:
         """The session's events, reconnecting by itself: see `Watch`."""
         return Watch(self._connection, session_id, after_seq=after_seq, turn_id=turn_id)
 
-    async def get_session(self, session_id: str) -> pb.SessionSnapshot:
+    async def get_session(self, session_id: str) -> SessionSnapshot:
         """The session's current state (its `seq` is the head)."""
         return await reads.get_session(self._connection, session_id)
 
-    async def get_turn(self, session_id: str, turn_id: str) -> pb.TurnRecord:
+    async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         """One turn with its tool calls and interactions (`NotFound` if never admitted)."""
         return await reads.get_turn(self._connection, session_id, turn_id)
 
-    def list_turns(self, session_id: str, *, page_size: int = 50) -> AsyncIterator[pb.TurnRecord]:
-        """The session's turns, newest first, fetched a page at a time."""
+    def list_turns(self, session_id: str, *, page_size: int = 50) -> AsyncIterator[TurnRecord]:
+        """The session's turns, newest first, fetched a page at a time (without their tool calls
+        and interactions: `get_turn` has them)."""
         return reads.list_turns(self._connection, session_id, page_size)
 
-    def active_sessions(self, *, page_size: int = 50) -> AsyncIterator[pb.SessionSnapshot]:
+    def active_sessions(self, *, page_size: int = 50) -> AsyncIterator[SessionSnapshot]:
         """The project's sessions with an active turn, earliest deadline first."""
         return reads.active_sessions(self._connection, page_size)
 

@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import grpc
-from opentelemetry import trace
-from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
+from turngate.client import telemetry
 from turngate.client.auth import bearer_interceptors
 from turngate.client.hosts import is_loopback
 from turngate.client.retry import Backoff, retrying
@@ -38,14 +37,15 @@ def open_channel(
     token: str | None,
     options: Sequence[tuple[str, Any]],
     interceptors: Sequence[grpc.aio.ClientInterceptor],
-    tracer_provider: trace.TracerProvider | None,
+    tracer_provider: telemetry.TracerProvider | None,
 ) -> grpc.aio.Channel:
     """A channel whose calls carry the current trace context (W3C traceparent) and are traced as
     client spans, children of the current span; `interceptors` run inside those spans. With a
     `token`, every call carries it as a bearer token, added after `interceptors` have run (so
-    they never see it)."""
+    they never see it). Without OpenTelemetry installed, calls are neither traced nor carry a
+    traceparent (`telemetry`)."""
     traced: list[grpc.aio.ClientInterceptor] = [
-        *aio_client_interceptors(tracer_provider=tracer_provider),  # type: ignore[no-untyped-call]
+        *telemetry.client_interceptors(tracer_provider),
         *interceptors,
         *(bearer_interceptors(token) if token is not None else ()),
     ]
@@ -81,7 +81,7 @@ class Connection:
         backoff: Backoff,
         call_timeout: float,
         retry_for: float,
-        tracer: trace.Tracer,
+        tracer: telemetry.Tracer,
     ) -> None:
         self.channel = channel
         self.project_id = project_id

@@ -1,12 +1,55 @@
-"""Protobuf time types to and from Python's: seconds as float, instants as aware datetimes."""
+"""The one place where the contract's messages become the SDK's Python values (`models`,
+`enums`), and Python's time types become protobuf's for requests.
+
+Times: a Timestamp is an aware UTC datetime (None when unset, for the fields the contract leaves
+unset until something happens; the epoch for the ones it always sets, should a message lack
+one); a Duration is float seconds. Enums: unknown numbers read as UNSPECIFIED (`enums`). Every
+value keeps the message it was built from as `raw`.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal, assert_never
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
+
+from turngate.client.enums import (
+    InteractionStatus,
+    SessionPhase,
+    SettledBy,
+    ToolCallStatus,
+    TurnOutcome,
+    TurnPhase,
+)
+from turngate.client.models import (
+    AdmissionRefusal,
+    Cancelled,
+    Event,
+    EventBody,
+    Idle,
+    Interaction,
+    InteractionChanged,
+    Mismatch,
+    SessionRef,
+    SessionSnapshot,
+    StopRequested,
+    StopResult,
+    ToolCall,
+    ToolCallChanged,
+    TurnAdmitted,
+    TurnLease,
+    TurnRecord,
+    TurnSettled,
+    UnknownEvent,
+)
+from turngate.v1 import turngate_pb2 as pb
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# Times.
 
 
 def seconds(value: Duration) -> float:
@@ -25,3 +68,189 @@ def instant(message: Message, field: str) -> datetime | None:
         return None
     value: Timestamp = getattr(message, field)
     return value.ToDatetime(tzinfo=UTC)
+
+
+def _always(message: Message, field: str) -> datetime:
+    """A Timestamp the contract always sets; the epoch if a message lacks it."""
+    return instant(message, field) or _EPOCH
+
+
+# Records.
+
+
+def session_ref(message: pb.SessionRef) -> SessionRef:
+    return SessionRef(message.project_id, message.session_id, raw=message)
+
+
+def lease(message: pb.TurnLease) -> TurnLease:
+    return TurnLease(session_ref(message.session), message.turn_id, message.generation, raw=message)
+
+
+def tool_call(message: pb.ToolCall) -> ToolCall:
+    return ToolCall(
+        call_id=message.call_id,
+        name=message.name,
+        status=ToolCallStatus(message.status),
+        error=message.error,
+        opened_at=_always(message, "opened_at"),
+        closed_at=instant(message, "closed_at"),
+        raw=message,
+    )
+
+
+def interaction(message: pb.Interaction) -> Interaction:
+    return Interaction(
+        interaction_id=message.interaction_id,
+        kind=message.kind,
+        status=InteractionStatus(message.status),
+        resolution=message.resolution,
+        opened_at=_always(message, "opened_at"),
+        closed_at=instant(message, "closed_at"),
+        raw=message,
+    )
+
+
+def turn_record(message: pb.TurnRecord) -> TurnRecord:
+    return TurnRecord(
+        turn_id=message.turn_id,
+        runner_id=message.runner_id,
+        generation=message.generation,
+        phase=TurnPhase(message.phase),
+        outcome=TurnOutcome(message.outcome),
+        settled_by=SettledBy(message.settled_by),
+        stop_requested=message.stop_requested,
+        admitted_at=_always(message, "admitted_at"),
+        settled_at=instant(message, "settled_at"),
+        error=message.error,
+        tool_calls=tuple(tool_call(call) for call in message.tool_calls),
+        interactions=tuple(interaction(item) for item in message.interactions),
+        lease_expires_at=instant(message, "lease_expires_at"),
+        stop_reason=message.stop_reason,
+        stop_deadline=instant(message, "stop_deadline"),
+        raw=message,
+    )
+
+
+def _optional_turn(
+    message: pb.SessionSnapshot, field: Literal["active", "last_settled"]
+) -> TurnRecord | None:
+    """A snapshot's `active` or `last_settled`: None when there is none."""
+    record: pb.TurnRecord = getattr(message, field)
+    return turn_record(record) if message.HasField(field) and record.turn_id else None
+
+
+def snapshot(message: pb.SessionSnapshot) -> SessionSnapshot:
+    return SessionSnapshot(
+        session=session_ref(message.session),
+        seq=message.seq,
+        phase=SessionPhase(message.phase),
+        active=_optional_turn(message, "active"),
+        last_settled=_optional_turn(message, "last_settled"),
+        resync=message.resync,
+        raw=message,
+    )
+
+
+# Events.
+
+
+def _body(message: pb.SessionEvent) -> EventBody:
+    match kind := message.WhichOneof("kind"):
+        case "snapshot":
+            return snapshot(message.snapshot)
+        case "turn_admitted":
+            admitted = message.turn_admitted
+            return TurnAdmitted(turn_record(admitted.turn), raw=admitted)
+        case "stop_requested":
+            stop = message.stop_requested
+            return StopRequested(
+                turn_id=stop.turn_id,
+                generation=stop.generation,
+                reason=stop.reason,
+                deadline=instant(stop, "deadline"),
+                before_start=stop.before_start,
+                force=stop.force,
+                raw=stop,
+            )
+        case "tool_call":
+            call = message.tool_call
+            return ToolCallChanged(call.turn_id, call.generation, tool_call(call.tool_call), raw=call)
+        case "interaction":
+            changed = message.interaction
+            return InteractionChanged(
+                changed.turn_id, changed.generation, interaction(changed.interaction), raw=changed
+            )
+        case "turn_settled":
+            settled = message.turn_settled
+            return TurnSettled(
+                turn=turn_record(settled.turn),
+                interrupted_tool_call_ids=tuple(settled.interrupted_tool_call_ids),
+                cancelled_interaction_ids=tuple(settled.cancelled_interaction_ids),
+                trace_id=settled.trace_id,
+                raw=settled,
+            )
+        case None:  # a kind added to the contract after this SDK was built
+            return UnknownEvent()
+        case _:
+            assert_never(kind)
+
+
+def event(message: pb.SessionEvent) -> Event:
+    return Event(
+        seq=message.seq,
+        time=_always(message, "time"),
+        session=session_ref(message.session),
+        body=_body(message),
+        raw=message,
+    )
+
+
+# Answers.
+
+
+def stop_result(message: pb.CancelTurnResponse) -> StopResult:
+    """What a Stop did. ValueError for an answer without an outcome (not the contract)."""
+    match outcome := message.WhichOneof("outcome"):
+        case "cancelled":
+            c = message.cancelled
+            return Cancelled(
+                cancelled_turn_ids=tuple(c.cancelled_turn_ids),
+                stopping_turn_id=c.stopping_turn_id,
+                settled=c.settled,
+                before_start=c.before_start,
+                cancelled_interaction_ids=tuple(c.cancelled_interaction_ids),
+                stop_deadline=instant(c, "stop_deadline"),
+                raw=c,
+            )
+        case "mismatch":
+            m = message.mismatch
+            return Mismatch(
+                expected_turn_id=m.expected_turn_id,
+                current_turn_id=m.current_turn_id,
+                current_phase=TurnPhase(m.current_phase),
+                expected_outcome=TurnOutcome(m.expected_outcome),
+                raw=m,
+            )
+        case "idle":
+            i = message.idle
+            return Idle(
+                expected_turn_id=i.expected_turn_id,
+                expected_outcome=TurnOutcome(i.expected_outcome),
+                last_turn_id=i.last_turn_id,
+                last_outcome=TurnOutcome(i.last_outcome),
+                raw=i,
+            )
+        case None:  # not the contract (or an outcome added to it after this SDK was built)
+            raise ValueError(f"CancelTurnResponse without an outcome: {message}")
+        case _:
+            assert_never(outcome)
+
+
+def admission_refusal(message: pb.AdmissionRefusal) -> AdmissionRefusal:
+    return AdmissionRefusal(
+        active_turn_id=message.active_turn_id,
+        active_phase=TurnPhase(message.active_phase),
+        active_lease_expires_at=instant(message, "active_lease_expires_at"),
+        retry_after=seconds(message.retry_after),
+        settled_outcome=TurnOutcome(message.settled_outcome),
+    )

@@ -1,21 +1,38 @@
 """Typed errors: every refusal of the service, parsed from its google.rpc.Status details.
 
 Every error the SDK raises for a call is a `TurngateError` (the gRPC error is its `__cause__`).
-The subclass says what happened; refusals carry the contract's `ErrorInfo.reason` and, for
-admission, the `AdmissionRefusal` fields.
+The subclass says what happened. Refusals for one of the contract's reasons are `Refused`, with
+the reason as an `ErrorReason`, in families: `AdmissionRefused` (every refusal of a turn's
+admission, with the `AdmissionRefusal` fields), `WriteRefused` (a runner's writes),
+`ControlRefused` (a gateway's calls) and `LimitExceeded`:
+
+    TurngateError
+    ├── ServiceUnavailable, InvalidRequest, NotFound, NotAuthenticated
+    ├── PermissionDenied
+    ├── Refused
+    │   ├── AdmissionRefused: SessionBusy, TurnCancelled, TurnAlreadySettled,
+    │   │                     TurnOwnedByOtherRunner, TurnHeldByOtherPrincipal, AdmissionLimitExceeded
+    │   ├── WriteRefused: TurnNotActive, TurnHeldByOtherPrincipal
+    │   ├── ControlRefused: InteractionNotPending
+    │   └── LimitExceeded: AdmissionLimitExceeded
+    └── TurnEnded, InteractionCancelled (raised by the SDK itself)
+
+`TurnHeldByOtherPrincipal` is also a `PermissionDenied`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar, assert_never
 
 import grpc
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from turngate.client.convert import instant, seconds
+from turngate.client import convert
+from turngate.client.enums import ErrorReason, TurnOutcome, TurnPhase
+from turngate.client.models import AdmissionRefusal
 from turngate.v1 import turngate_pb2 as pb
 
 DOMAIN = "turngate.v1"
@@ -23,10 +40,13 @@ M = TypeVar("M", bound=Message)
 
 
 class TurngateError(Exception):
-    """A call failed. `code` is the gRPC status code; `reason` the contract's ErrorInfo reason
-    (e.g. `SESSION_TURN_IN_USE`), empty when the status carried none."""
+    """A call failed. `code` is the gRPC status code; `reason` the contract's `ErrorReason`
+    (`google.rpc.ErrorInfo`'s reason, e.g. `ErrorReason.SESSION_TURN_IN_USE`), UNSPECIFIED when
+    the status carried none."""
 
-    def __init__(self, message: str, *, code: grpc.StatusCode, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, code: grpc.StatusCode, reason: ErrorReason = ErrorReason.UNSPECIFIED
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
@@ -59,75 +79,140 @@ class NotAuthenticated(TurngateError):
 
 class PermissionDenied(TurngateError):
     """PERMISSION_DENIED: the token's principal lacks the role the call needs, or may not act on
-    the project. Nothing was read or changed."""
+    the project (`reason` UNSPECIFIED), or the turn is another principal's
+    (`TurnHeldByOtherPrincipal`). Nothing was read or changed."""
 
 
-class TurnHeldByOtherPrincipal(PermissionDenied):
-    """PERMISSION_DENIED: the turn was admitted to another principal (another runner's token);
-    only that one may heartbeat, record or complete it, or admit it again."""
+class Refused(TurngateError):
+    """The service refused the request for one of the contract's reasons (`reason`; UNSPECIFIED
+    for a reason this SDK does not know, from a newer service). Nothing changed.
+
+    Families: `AdmissionRefused` (entering a turn), `WriteRefused` (a runner's heartbeat, record
+    or completion), `ControlRefused` (a gateway's call), and `LimitExceeded` (any call)."""
+
+    REASON = ErrorReason.UNSPECIFIED
+    """The reason an instance of the class has unless it is given another."""
+
+    def __init__(self, message: str, *, code: grpc.StatusCode, reason: ErrorReason | None = None) -> None:
+        super().__init__(message, code=code, reason=self.REASON if reason is None else reason)
 
 
-class SessionBusy(TurngateError):
-    """Admission refused: another turn holds the session (`SESSION_TURN_IN_USE`, or
-    `SESSION_STOPPING` while it winds down). Nothing changed; retry after `retry_after` seconds
-    at the latest, or watch the session to learn sooner."""
+class AdmissionRefused(Refused):
+    """Admission refused: the turn was not admitted, and nothing changed. Every refusal of
+    `runner.turn(...)` is one; the subclass (or `reason`) says why, and the fields describe the
+    turn in the way."""
 
     def __init__(
         self,
         message: str,
         *,
         code: grpc.StatusCode,
-        reason: str,
-        active_turn_id: str,
-        active_phase: pb.TurnPhase.ValueType,
-        active_lease_expires_at: datetime | None,
-        retry_after: float,
+        reason: ErrorReason | None = None,
+        active_turn_id: str = "",
+        active_phase: TurnPhase = TurnPhase.UNSPECIFIED,
+        active_lease_expires_at: datetime | None = None,
+        retry_after: float = 0.0,
+        settled_outcome: TurnOutcome = TurnOutcome.UNSPECIFIED,
     ) -> None:
         super().__init__(message, code=code, reason=reason)
         self.active_turn_id = active_turn_id
+        """The turn holding the session (SESSION_TURN_IN_USE, SESSION_STOPPING,
+        TURN_OWNED_BY_OTHER_RUNNER)."""
         self.active_phase = active_phase
         self.active_lease_expires_at = active_lease_expires_at
         self.retry_after = retry_after
-        """Seconds until the active turn's earliest deadline (lease or stop grace)."""
+        """Seconds until the active turn's earliest deadline (lease or stop grace): the session
+        will have changed by then without any runner's help. 0 when there is none."""
+        self.settled_outcome = settled_outcome
+        """For TURN_ALREADY_SETTLED: how that turn ended."""
+
+
+class WriteRefused(Refused):
+    """A runner's write (heartbeat, tool call, interaction, completion) was refused: the turn is
+    no longer this runner's to write. The SDK's `Turn` abandons the turn on these."""
+
+
+class ControlRefused(Refused):
+    """A gateway's call was refused for one of the contract's reasons."""
+
+
+class SessionBusy(AdmissionRefused):
+    """Admission refused: another turn holds the session (`SESSION_TURN_IN_USE`, or
+    `SESSION_STOPPING` while it winds down). Nothing changed; retry after `retry_after` seconds
+    at the latest, or watch the session to learn sooner."""
+
+    REASON = ErrorReason.SESSION_TURN_IN_USE
 
     @property
     def stopping(self) -> bool:
-        return self.reason == "SESSION_STOPPING"
+        return self.reason == ErrorReason.SESSION_STOPPING
 
 
-class TurnCancelled(TurngateError):
+class TurnCancelled(AdmissionRefused):
     """Admission refused: this turn was stopped before it started. Never retry it."""
 
+    REASON = ErrorReason.TURN_CANCELLED
 
-class TurnAlreadySettled(TurngateError):
+
+class TurnAlreadySettled(AdmissionRefused):
     """Admission refused: this turn already ran; `outcome` is how it ended."""
 
-    def __init__(self, message: str, *, code: grpc.StatusCode, outcome: pb.TurnOutcome.ValueType) -> None:
-        super().__init__(message, code=code, reason="TURN_ALREADY_SETTLED")
-        self.outcome = outcome
+    REASON = ErrorReason.TURN_ALREADY_SETTLED
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        """How the turn ended (`settled_outcome`)."""
+        return self.settled_outcome
 
 
-class TurnOwnedByOtherRunner(TurngateError):
+class TurnOwnedByOtherRunner(AdmissionRefused):
     """Admission refused: this turn is active under another runner id (`active_turn_id`)."""
 
-    def __init__(self, message: str, *, code: grpc.StatusCode, active_turn_id: str) -> None:
-        super().__init__(message, code=code, reason="TURN_OWNED_BY_OTHER_RUNNER")
-        self.active_turn_id = active_turn_id
+    REASON = ErrorReason.TURN_OWNED_BY_OTHER_RUNNER
 
 
-class TurnNotActive(TurngateError):
+class TurnHeldByOtherPrincipal(AdmissionRefused, WriteRefused, PermissionDenied):
+    """PERMISSION_DENIED: the turn was admitted to another principal (another runner's token);
+    only that one may heartbeat, record or complete it, or admit it again. Raised on entering
+    the turn (an `AdmissionRefused`) as on a write (a `WriteRefused`), and a `PermissionDenied`."""
+
+    REASON = ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL
+
+
+class TurnNotActive(WriteRefused):
     """A runner write presented a lease that is no longer the active turn's: it was fenced."""
 
+    REASON = ErrorReason.TURN_NOT_ACTIVE
 
-class InteractionNotPending(TurngateError):
+
+class InteractionNotPending(ControlRefused):
     """ResolveInteraction: the interaction was already resolved, cancelled, or is unknown."""
 
+    REASON = ErrorReason.INTERACTION_NOT_PENDING
 
-class LimitExceeded(TurngateError):
-    """RESOURCE_EXHAUSTED: a per-turn limit (or a watcher's buffer) named by `limit`."""
 
-    def __init__(self, message: str, *, code: grpc.StatusCode, limit: str) -> None:
-        super().__init__(message, code=code, reason="LIMIT_EXCEEDED")
+class LimitExceeded(Refused):
+    """RESOURCE_EXHAUSTED: a limit named by `limit` (per turn: open tool calls, pending
+    interactions; per project: sessions with an active turn; watch streams; a watcher's
+    buffer)."""
+
+    REASON = ErrorReason.LIMIT_EXCEEDED
+
+    def __init__(
+        self, message: str, *, code: grpc.StatusCode, limit: str = "", reason: ErrorReason | None = None
+    ) -> None:
+        super().__init__(message, code=code, reason=reason)
+        self.limit = limit
+
+
+class AdmissionLimitExceeded(AdmissionRefused, LimitExceeded):
+    """Admission refused over a limit (`limit`, e.g. `active_sessions_per_project`): both an
+    `AdmissionRefused` and a `LimitExceeded`."""
+
+    REASON = ErrorReason.LIMIT_EXCEEDED
+
+    def __init__(self, message: str, *, code: grpc.StatusCode, limit: str, refusal: AdmissionRefusal) -> None:
+        AdmissionRefused.__init__(self, message, code=code, **_fields(refusal))
         self.limit = limit
 
 
@@ -136,8 +221,10 @@ class TurnEnded(TurngateError):
     or it was abandoned (settled by the watchdog or a forced Stop, fenced, or its lease could not
     be kept). `outcome` is its outcome when known."""
 
-    def __init__(self, message: str, *, outcome: pb.TurnOutcome.ValueType | None = None) -> None:
-        super().__init__(message, code=grpc.StatusCode.FAILED_PRECONDITION, reason="TURN_NOT_ACTIVE")
+    def __init__(self, message: str, *, outcome: TurnOutcome | None = None) -> None:
+        super().__init__(
+            message, code=grpc.StatusCode.FAILED_PRECONDITION, reason=ErrorReason.TURN_NOT_ACTIVE
+        )
         self.outcome = outcome
 
 
@@ -148,6 +235,19 @@ class InteractionCancelled(TurngateError):
     def __init__(self, interaction_id: str) -> None:
         super().__init__(f"interaction {interaction_id} was cancelled", code=grpc.StatusCode.CANCELLED)
         self.interaction_id = interaction_id
+
+
+def _fields(refusal: AdmissionRefusal | None) -> dict[str, Any]:
+    """An AdmissionRefused's keyword arguments from the refusal's detail."""
+    if refusal is None:
+        return {}
+    return {
+        "active_turn_id": refusal.active_turn_id,
+        "active_phase": refusal.active_phase,
+        "active_lease_expires_at": refusal.active_lease_expires_at,
+        "retry_after": refusal.retry_after,
+        "settled_outcome": refusal.settled_outcome,
+    }
 
 
 _TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
@@ -166,37 +266,43 @@ def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
     message = error.details() or code.name
     status = _status(error)
     info = _detail(status, error_details_pb2.ErrorInfo)
-    reason = info.reason if info is not None and info.domain == DOMAIN else ""
-    if code in _TRANSIENT or (code == grpc.StatusCode.ABORTED and not reason):
+    named = info.reason if info is not None and info.domain == DOMAIN else ""
+    if code in _TRANSIENT or (code == grpc.StatusCode.ABORTED and not named):
         return ServiceUnavailable(message, code=code)
-    # Every admission refusal carries one (the contract); the other reasons do not need it.
-    refusal = _detail(status, pb.AdmissionRefusal) or pb.AdmissionRefusal()
+    reason = ErrorReason.named(named)
+    # Every admission refusal carries one (the contract); the other refusals do not.
+    detail = _detail(status, pb.AdmissionRefusal)
+    refusal = convert.admission_refusal(detail) if detail is not None else None
+    admission = _fields(refusal)
     match reason:
-        case "SESSION_TURN_IN_USE" | "SESSION_STOPPING":
-            return SessionBusy(
-                message,
-                code=code,
-                reason=reason,
-                active_turn_id=refusal.active_turn_id,
-                active_phase=refusal.active_phase,
-                active_lease_expires_at=instant(refusal, "active_lease_expires_at"),
-                retry_after=seconds(refusal.retry_after),
-            )
-        case "TURN_CANCELLED":
-            return TurnCancelled(message, code=code, reason=reason)
-        case "TURN_ALREADY_SETTLED":
-            return TurnAlreadySettled(message, code=code, outcome=refusal.settled_outcome)
-        case "TURN_OWNED_BY_OTHER_RUNNER":
-            return TurnOwnedByOtherRunner(message, code=code, active_turn_id=refusal.active_turn_id)
-        case "TURN_NOT_ACTIVE":
-            return TurnNotActive(message, code=code, reason=reason)
-        case "TURN_HELD_BY_OTHER_PRINCIPAL":
-            return TurnHeldByOtherPrincipal(message, code=code, reason=reason)
-        case "INTERACTION_NOT_PENDING":
-            return InteractionNotPending(message, code=code, reason=reason)
-        case "LIMIT_EXCEEDED":
-            assert info is not None
-            return LimitExceeded(message, code=code, limit=info.metadata.get("limit", ""))
+        case ErrorReason.SESSION_TURN_IN_USE | ErrorReason.SESSION_STOPPING:
+            return SessionBusy(message, code=code, reason=reason, **admission)
+        case ErrorReason.TURN_CANCELLED:
+            return TurnCancelled(message, code=code, **admission)
+        case ErrorReason.TURN_ALREADY_SETTLED:
+            return TurnAlreadySettled(message, code=code, **admission)
+        case ErrorReason.TURN_OWNED_BY_OTHER_RUNNER:
+            return TurnOwnedByOtherRunner(message, code=code, **admission)
+        case ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL:
+            return TurnHeldByOtherPrincipal(message, code=code, **admission)
+        case ErrorReason.TURN_NOT_ACTIVE:
+            return TurnNotActive(message, code=code)
+        case ErrorReason.INTERACTION_NOT_PENDING:
+            return InteractionNotPending(message, code=code)
+        case ErrorReason.LIMIT_EXCEEDED:
+            limit = info.metadata.get("limit", "") if info is not None else ""
+            if refusal is not None:
+                return AdmissionLimitExceeded(message, code=code, limit=limit, refusal=refusal)
+            return LimitExceeded(message, code=code, limit=limit)
+        case ErrorReason.UNSPECIFIED:
+            # A reason added to the contract after this SDK was built (a PERMISSION_DENIED one
+            # stays a PermissionDenied, below: a turn abandons on it).
+            if named and code != grpc.StatusCode.PERMISSION_DENIED:
+                if refusal is not None:
+                    return AdmissionRefused(message, code=code, **admission)
+                return Refused(message, code=code)
+        case _:
+            assert_never(reason)
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         bad = _detail(status, error_details_pb2.BadRequest) or error_details_pb2.BadRequest()
         violations = tuple((v.field, v.description) for v in bad.field_violations)
@@ -206,8 +312,8 @@ def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return NotAuthenticated(message, code=code)
     if code == grpc.StatusCode.PERMISSION_DENIED:
-        return PermissionDenied(message, code=code, reason=reason)
-    return TurngateError(message, code=code, reason=reason)
+        return PermissionDenied(message, code=code)
+    return TurngateError(message, code=code)
 
 
 def _status(error: grpc.aio.AioRpcError) -> status_pb2.Status | None:

@@ -11,6 +11,8 @@ from turngate.client.turn import Turn, run_turn
 class Runner:
     """One runner process (`runner_id` names it; another id cannot take over its turns)."""
 
+    runner_id: str
+
     def __init__(self, connection: Connection, runner_id: str) -> None:
         self._connection = connection
         self.runner_id = runner_id

@@ -13,6 +13,10 @@ thread.
         for event in client.watch("chat-42"):
             ...
 
+Every class, method and attribute of the async SDK is here with the same name, parameters and
+types, made synchronous: coroutines are plain calls, async iterators iterators, async context
+managers context managers, asyncio.Events threading.Events (a test holds the two to that).
+
 A turn's context is entered and left by one task on the loop, so its span encloses everything
 done through it (tool calls and interactions run in its trace context). An exception escaping a
 `with` block is reported as on the async side (FAILED); KeyboardInterrupt and SystemExit are
@@ -26,16 +30,20 @@ import concurrent.futures
 import contextvars
 import functools
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, Generic, TypeVar, Unpack
+from typing import Any, Generic, TypeVar
+
+import grpc
 
 from turngate.client import client as aio
 from turngate.client import turn as aio_turn
-from turngate.client.gateway import StopResult
+from turngate.client.enums import TurnOutcome
+from turngate.client.models import Event, Interaction, SessionSnapshot, StopResult, TurnLease, TurnRecord
+from turngate.client.retry import DEFAULT_BACKOFF, Backoff
+from turngate.client.telemetry import TracerProvider
 from turngate.client.watch import Watch as AsyncWatch
-from turngate.v1 import turngate_pb2 as pb
 
 T = TypeVar("T")
 
@@ -138,6 +146,16 @@ async def _mirror(source: asyncio.Event, target: threading.Event) -> None:
 class Turn:
     """`turngate.client.Turn` for threads: `stop_requested` and `abandoned` are threading.Events."""
 
+    lease: TurnLease
+    session_id: str
+    turn_id: str
+    generation: int
+    runner_id: str
+    replayed: bool
+    heartbeat_interval: float
+    stop_requested: threading.Event
+    abandoned: threading.Event
+
     def __init__(self, loop: _Loop, turn: aio_turn.Turn, context: contextvars.Context) -> None:
         self._loop = loop
         self._turn = turn
@@ -157,11 +175,11 @@ class Turn:
         return self._turn.stop_reason
 
     @property
-    def outcome(self) -> pb.TurnOutcome.ValueType | None:
+    def outcome(self) -> TurnOutcome | None:
         return self._turn.outcome
 
     @property
-    def settled(self) -> pb.TurnRecord | None:
+    def settled(self) -> TurnRecord | None:
         return self._turn.settled
 
     def tool_call(self, call_id: str, name: str) -> AbstractContextManager[None]:
@@ -172,6 +190,8 @@ class Turn:
 
 
 class Runner:
+    runner_id: str
+
     def __init__(self, loop: _Loop, client: aio.Client, runner_id: str) -> None:
         self._loop = loop
         self._runner = client.runner(runner_id)
@@ -222,7 +242,7 @@ class Gateway:
             )
         )
 
-    def resolve_interaction(self, session_id: str, interaction_id: str, resolution: str) -> pb.Interaction:
+    def resolve_interaction(self, session_id: str, interaction_id: str, resolution: str) -> Interaction:
         return self._loop.run(self._gateway.resolve_interaction(session_id, interaction_id, resolution))
 
     def stop_and_wait(
@@ -233,7 +253,7 @@ class Gateway:
         force_after: float,
         reason: str = "",
         request_id: str | None = None,
-    ) -> pb.TurnRecord | None:
+    ) -> TurnRecord | None:
         return self._loop.run(
             self._gateway.stop_and_wait(
                 session_id, expected_turn_id, force_after=force_after, reason=reason, request_id=request_id
@@ -241,7 +261,7 @@ class Gateway:
         )
 
 
-class Watch(Iterator[pb.SessionEvent]):
+class Watch(Iterator[Event]):
     """`for event in client.watch(session_id):`; see `turngate.client.Watch`. `close()` it, or
     use it as a context manager, to end the stream."""
 
@@ -253,7 +273,10 @@ class Watch(Iterator[pb.SessionEvent]):
     def cursor(self) -> int:
         return self._watch.cursor
 
-    def __next__(self) -> pb.SessionEvent:
+    def __iter__(self) -> Watch:
+        return self
+
+    def __next__(self) -> Event:
         try:
             return self._loop.run(_next(self._watch))
         except StopAsyncIteration:
@@ -274,8 +297,31 @@ class Watch(Iterator[pb.SessionEvent]):
 class Client:
     """`turngate.client.Client` for threads; the same options. `with Client(...) as client:`."""
 
-    def __init__(self, target: str, project_id: str, **options: Unpack[aio.ClientOptions]) -> None:
+    def __init__(
+        self,
+        target: str,
+        project_id: str,
+        *,
+        token: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+        interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+        call_timeout: float = 10.0,
+        retry_for: float = 30.0,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
         self._loop = _Loop()
+        options = aio.ClientOptions(
+            token=token,
+            credentials=credentials,
+            channel_options=channel_options,
+            interceptors=interceptors,
+            call_timeout=call_timeout,
+            retry_for=retry_for,
+            backoff=backoff,
+            tracer_provider=tracer_provider,
+        )
 
         async def connect() -> aio.Client:
             return aio.Client(target, project_id, **options)
@@ -295,16 +341,16 @@ class Client:
     def watch(self, session_id: str, *, after_seq: int = 0, turn_id: str = "") -> Watch:
         return Watch(self._loop, self._client.watch(session_id, after_seq=after_seq, turn_id=turn_id))
 
-    def get_session(self, session_id: str) -> pb.SessionSnapshot:
+    def get_session(self, session_id: str) -> SessionSnapshot:
         return self._loop.run(self._client.get_session(session_id))
 
-    def get_turn(self, session_id: str, turn_id: str) -> pb.TurnRecord:
+    def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         return self._loop.run(self._client.get_turn(session_id, turn_id))
 
-    def list_turns(self, session_id: str, *, page_size: int = 50) -> Iterator[pb.TurnRecord]:
+    def list_turns(self, session_id: str, *, page_size: int = 50) -> Iterator[TurnRecord]:
         return _iterate(self._loop, self._client.list_turns(session_id, page_size=page_size))
 
-    def active_sessions(self, *, page_size: int = 50) -> Iterator[pb.SessionSnapshot]:
+    def active_sessions(self, *, page_size: int = 50) -> Iterator[SessionSnapshot]:
         return _iterate(self._loop, self._client.active_sessions(page_size=page_size))
 
     def close(self) -> None:

@@ -6,15 +6,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import TypeVar
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TypeVar, assert_never
 
 import grpc
-from opentelemetry import trace
 
-from turngate.client import errors, telemetry
+from turngate.client import convert, errors, reads, telemetry
 from turngate.client.connection import Connection
-from turngate.client.convert import duration, seconds
+from turngate.client.enums import InteractionStatus, TurnOutcome
+from turngate.client.models import (
+    Event,
+    Interaction,
+    InteractionChanged,
+    SessionSnapshot,
+    StopRequested,
+    ToolCallChanged,
+    TurnAdmitted,
+    TurnLease,
+    TurnRecord,
+    TurnSettled,
+    UnknownEvent,
+)
 from turngate.client.tasks import cancel_all
 from turngate.client.watch import Watch
 from turngate.v1 import turngate_pb2 as pb
@@ -27,9 +39,14 @@ MAX_ERROR_BYTES = 1024
 # background tasks are cancelled again until they end.
 
 
+def _why(error: errors.TurngateError) -> str:
+    """The error's reason (`SESSION_TURN_IN_USE`), or its gRPC code when it has none."""
+    return error.reason.name if error.reason else error.code.name
+
+
 def _described(error: errors.TurngateError) -> str:
     """`REASON: message` (the gRPC code when there is no reason), for logs and `stop_reason`."""
-    return f"{error.reason or error.code.name}: {error}"
+    return f"{_why(error)}: {error}"
 
 
 def error_text(error: BaseException) -> str:
@@ -55,23 +72,42 @@ class Turn:
     * `outcome` and `settled` are the turn's one outcome and its settled record, once known.
     """
 
+    lease: TurnLease
+    """The turn and its fencing token, as admitted."""
+    session_id: str
+    turn_id: str
+    generation: int
+    """The fencing token: greater than any earlier turn's of the session."""
+    runner_id: str
+    replayed: bool
+    """The turn was already active for this runner: the same lease was returned."""
+    heartbeat_interval: float
+    """Seconds between heartbeats: a third of the lease, as the service recommends."""
+    stop_requested: asyncio.Event
+    stop_reason: str
+    abandoned: asyncio.Event
+    outcome: TurnOutcome | None
+    """The turn's one outcome, once known."""
+    settled: TurnRecord | None
+    """The settled record, once known."""
+
     def __init__(
         self, connection: Connection, runner_id: str, admitted: pb.AdmitTurnResponse, sent_at: float
     ) -> None:
         self._connection = connection
-        self.lease = admitted.lease
-        self.session_id = admitted.lease.session.session_id
-        self.turn_id = admitted.lease.turn_id
-        self.generation = admitted.lease.generation
+        self._lease_message = admitted.lease
+        self.lease = convert.lease(admitted.lease)
+        self.session_id = self.lease.session.session_id
+        self.turn_id = self.lease.turn_id
+        self.generation = self.lease.generation
         self.runner_id = runner_id
         self.replayed = admitted.replayed
-        self.heartbeat_interval = seconds(admitted.heartbeat_interval)
-        """Seconds between heartbeats: a third of the lease, as the service recommends."""
+        self.heartbeat_interval = convert.seconds(admitted.heartbeat_interval)
         self.stop_requested = asyncio.Event()
         self.stop_reason = ""
         self.abandoned = asyncio.Event()
-        self.outcome: pb.TurnOutcome.ValueType | None = None
-        self.settled: pb.TurnRecord | None = None
+        self.outcome = None
+        self.settled = None
         self._lease = 3 * self.heartbeat_interval
         # When the lease ends at the earliest (it started after the request was sent).
         self._lease_until = sent_at + self._lease
@@ -83,11 +119,15 @@ class Turn:
 
     # --- what the runner's code calls --------------------------------------------------------
 
+    def tool_call(self, call_id: str, name: str) -> AbstractAsyncContextManager[None]:
+        """`async with turn.tool_call(call_id, name):` records the call OPEN, then SUCCEEDED, or
+        FAILED with the exception's text when one escapes (re-raised). Cancelled
+        (asyncio.CancelledError), it is left open: the turn's settlement closes it INTERRUPTED.
+        Once the turn is over, nothing is recorded."""
+        return self._tool_call(call_id, name)
+
     @asynccontextmanager
-    async def tool_call(self, call_id: str, name: str) -> AsyncIterator[None]:
-        """Records the call OPEN, then SUCCEEDED, or FAILED with the exception's text when one
-        escapes (re-raised). Cancelled (asyncio.CancelledError), it is left open: the turn's
-        settlement closes it INTERRUPTED. Once the turn is over, nothing is recorded."""
+    async def _tool_call(self, call_id: str, name: str) -> AsyncIterator[None]:
         await self._record_call(call_id, name, pb.TOOL_CALL_STATUS_OPEN)
         try:
             yield
@@ -109,11 +149,13 @@ class Turn:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[interaction_id] = future
         try:
-            request = pb.RecordInteractionRequest(lease=self.lease, interaction_id=interaction_id, kind=kind)
+            request = pb.RecordInteractionRequest(
+                lease=self._lease_message, interaction_id=interaction_id, kind=kind
+            )
             recorded = await self._write(self._connection.admission.RecordInteraction, request)
             if recorded is None:
                 raise errors.TurnEnded(self._over, outcome=self.outcome)
-            self._on_interaction(recorded.interaction)
+            self._on_interaction(convert.interaction(recorded.interaction))
             return await future
         finally:
             if self._waiting.get(interaction_id) is future:
@@ -125,7 +167,7 @@ class Turn:
         self, call_id: str, name: str, status: pb.ToolCallStatus.ValueType, error: str = ""
     ) -> None:
         request = pb.RecordToolCallRequest(
-            lease=self.lease, call_id=call_id, name=name, status=status, error=error
+            lease=self._lease_message, call_id=call_id, name=name, status=status, error=error
         )
         await self._write(self._connection.admission.RecordToolCall, request)
 
@@ -153,11 +195,11 @@ class Turn:
             outcome, text = pb.TURN_OUTCOME_COMPLETED, ""
         else:
             outcome, text = pb.TURN_OUTCOME_FAILED, error_text(error)
-        request = pb.CompleteTurnRequest(lease=self.lease, outcome=outcome, error=text)
+        request = pb.CompleteTurnRequest(lease=self._lease_message, outcome=outcome, error=text)
         reply = await self._write(self._connection.admission.CompleteTurn, request)
         self._over = self._over or "the turn has ended"
         if reply is not None:
-            self._settle(reply.turn)
+            self._settle(convert.turn_record(reply.turn))
 
     # --- what the service tells the turn -----------------------------------------------------
 
@@ -166,7 +208,7 @@ class Turn:
             self.stop_reason = reason
             self.stop_requested.set()
 
-    def _abandon(self, why: str, outcome: pb.TurnOutcome.ValueType | None = None) -> None:
+    def _abandon(self, why: str, outcome: TurnOutcome | None = None) -> None:
         if self.abandoned.is_set():
             return
         log.warning("turn %s of session %s abandoned: %s", self.turn_id, self.session_id, why)
@@ -182,47 +224,63 @@ class Turn:
             if not future.done():
                 future.set_exception(error)
 
-    def _settle(self, record: pb.TurnRecord) -> None:
+    def _settle(self, record: TurnRecord) -> None:
         self.settled = record
         self.outcome = record.outcome
 
-    def _on_interaction(self, interaction: pb.Interaction) -> None:
+    def _on_interaction(self, interaction: Interaction) -> None:
         future = self._waiting.get(interaction.interaction_id)
         if future is None or future.done():
             return
-        if interaction.status == pb.INTERACTION_STATUS_RESOLVED:
-            future.set_result(interaction.resolution)
-        elif interaction.status == pb.INTERACTION_STATUS_CANCELLED:
-            future.set_exception(errors.InteractionCancelled(interaction.interaction_id))
+        match interaction.status:
+            case InteractionStatus.RESOLVED:
+                future.set_result(interaction.resolution)
+            case InteractionStatus.CANCELLED:
+                future.set_exception(errors.InteractionCancelled(interaction.interaction_id))
+            case InteractionStatus.PENDING | InteractionStatus.UNSPECIFIED:
+                pass
+            case _:
+                assert_never(interaction.status)
 
-    def _on_event(self, event: pb.SessionEvent) -> None:
-        match event.WhichOneof("kind"):
-            case "stop_requested" if event.stop_requested.generation == self.generation:
-                self._stop(event.stop_requested.reason)
-            case "interaction" if event.interaction.generation == self.generation:
-                self._on_interaction(event.interaction.interaction)
-            case "turn_settled" if event.turn_settled.turn.generation == self.generation:
-                record = event.turn_settled.turn
+    def _on_event(self, event: Event) -> None:
+        """A live event of this turn's session (its snapshots go to `_on_snapshot`)."""
+        match event.body:
+            case StopRequested(generation=generation, reason=reason) if generation == self.generation:
+                self._stop(reason)
+            case InteractionChanged(generation=generation, interaction=interaction) if (
+                generation == self.generation
+            ):
+                self._on_interaction(interaction)
+            case TurnSettled(turn=record) if record.generation == self.generation:
                 self._settle(record)
-                self._abandon(
-                    f"settled {pb.TurnOutcome.Name(record.outcome)} by {pb.SettledBy.Name(record.settled_by)}"
-                )
+                self._abandon(f"settled {record.outcome.proto_name} by {record.settled_by.proto_name}")
+            case (
+                StopRequested()
+                | InteractionChanged()
+                | TurnSettled()
+                | TurnAdmitted()
+                | ToolCallChanged()
+                | SessionSnapshot()
+                | UnknownEvent()
+            ):
+                pass  # another turn's, or nothing a runner acts on
+            case _:
+                assert_never(event.body)
 
-    async def _on_snapshot(self, snapshot: pb.SessionSnapshot) -> None:
+    async def _on_snapshot(self, snapshot: SessionSnapshot) -> None:
         """The state when the watch (re)started: a Stop accepted before, or a settlement."""
         active = snapshot.active
-        if (active.turn_id, active.generation) == (self.turn_id, self.generation):
+        if active is not None and (active.turn_id, active.generation) == (self.turn_id, self.generation):
             if active.stop_requested:
                 self._stop(active.stop_reason)
         else:
             last = snapshot.last_settled
-            if last.generation == self.generation:
+            if last is not None and last.generation == self.generation:
                 self._settle(last)
             self._abandon("the turn is no longer the session's active turn")
         if self._waiting:
             # Events before a resync snapshot are not replayed: read the answers instead.
-            request = pb.GetTurnRequest(session=self.lease.session, turn_id=self.turn_id)
-            turn = (await self._connection.call(self._connection.sessions.GetTurn, request)).turn
+            turn = await reads.get_turn(self._connection, self.session_id, self.turn_id)
             for interaction in turn.interactions:
                 self._on_interaction(interaction)
 
@@ -230,7 +288,7 @@ class Turn:
 
     async def _heartbeats(self) -> None:
         loop = asyncio.get_running_loop()
-        request = pb.HeartbeatRequest(lease=self.lease)
+        request = pb.HeartbeatRequest(lease=self._lease_message)
         # A replayed admission did not extend the lease: renew it at once.
         delay = 0.0 if self.replayed else self.heartbeat_interval
         while True:
@@ -250,7 +308,8 @@ class Turn:
                 self._abandon(f"the lease could not be kept ({_described(error)})")
                 return
             if reply.directive == pb.DIRECTIVE_ABANDON:
-                self._abandon("a heartbeat was answered ABANDON", reply.settled_outcome or None)
+                outcome = TurnOutcome(reply.settled_outcome)
+                self._abandon("a heartbeat was answered ABANDON", outcome or None)
                 return
             self._lease_until = sent_at + self._lease
             if reply.directive == pb.DIRECTIVE_STOP:
@@ -262,8 +321,8 @@ class Turn:
         try:
             async with Watch(self._connection, self.session_id, turn_id=self.turn_id) as events:
                 async for event in events:
-                    if event.HasField("snapshot"):
-                        await self._on_snapshot(event.snapshot)
+                    if isinstance(event.body, SessionSnapshot):
+                        await self._on_snapshot(event.body)
                         ready.set()
                     else:
                         self._on_event(event)
@@ -306,13 +365,9 @@ async def _admit(
         session=connection.session(session_id), turn_id=turn_id, runner_id=runner_id
     )
     if lease_ttl is not None:
-        request.lease_ttl.CopyFrom(duration(lease_ttl))
+        request.lease_ttl.CopyFrom(convert.duration(lease_ttl))
     sent_at = asyncio.get_running_loop().time()
-    try:
-        admitted = await connection.call(connection.admission.AdmitTurn, request)
-    except errors.TurngateError as refused:
-        trace.get_current_span().set_attribute(telemetry.REFUSAL, refused.reason or refused.code.name)
-        raise
+    admitted = await connection.call(connection.admission.AdmitTurn, request)
     return Turn(connection, runner_id, admitted, sent_at)
 
 
@@ -326,8 +381,12 @@ async def run_turn(
         telemetry.SESSION_ID: session_id,
         telemetry.TURN_ID: turn_id,
     }
-    with connection.tracer.start_as_current_span(telemetry.TURN_SPAN, attributes=attributes) as span:
-        turn = await _admit(connection, runner_id, session_id, turn_id, lease_ttl)
+    with connection.tracer.span(telemetry.TURN_SPAN, attributes) as span:
+        try:
+            turn = await _admit(connection, runner_id, session_id, turn_id, lease_ttl)
+        except errors.TurngateError as refused:
+            span.set_attribute(telemetry.REFUSAL, _why(refused))
+            raise
         span.set_attribute(telemetry.GENERATION, turn.generation)
         try:
             async with turn._running():
@@ -339,6 +398,6 @@ async def run_turn(
             await turn._finish(None)
         finally:
             if turn.outcome:
-                span.set_attribute(telemetry.OUTCOME, pb.TurnOutcome.Name(turn.outcome))
+                span.set_attribute(telemetry.OUTCOME, turn.outcome.proto_name)
             if turn.settled is not None:
-                span.set_attribute(telemetry.SETTLED_BY, pb.SettledBy.Name(turn.settled.settled_by))
+                span.set_attribute(telemetry.SETTLED_BY, turn.settled.settled_by.proto_name)

@@ -10,8 +10,9 @@ from types import TracebackType
 
 import grpc
 
-from turngate.client import errors
+from turngate.client import convert, errors
 from turngate.client.connection import Connection
+from turngate.client.models import Event
 from turngate.v1 import turngate_pb2 as pb
 
 log = logging.getLogger("turngate.client")
@@ -31,18 +32,22 @@ def _resumable(error: grpc.aio.AioRpcError) -> bool:
 class Watch:
     """The events of one session, in `seq` order: `async for event in watch`.
 
-    Yields `turngate.v1.SessionEvent` messages. A fresh watch (`after_seq=0`) starts with a
-    snapshot event (`event.snapshot`, whose seq is the head it reflects). After a blip, a
-    restart of the service or a cut-off for falling behind (not over the service's watch-stream
-    limits: that is a `LimitExceeded`), it reconnects by itself with
-    exponential backoff and jitter, resuming after `cursor` (the last seq yielded), so no event
-    is lost or repeated. When the service cannot resume from the cursor (it is older than the
-    retained events), the snapshot it sends instead is yielded with `snapshot.resync = True`:
-    events between the cursor and that snapshot are not replayed. `turn_id` keeps only that
+    Yields `Event`s (`event.body` says what happened: match on it). A fresh watch
+    (`after_seq=0`) starts with a snapshot event (a `SessionSnapshot` body; the event's seq is
+    the head it reflects). An event of a kind this SDK does not know (from a newer service) is
+    yielded with an `UnknownEvent` body. After a blip, a restart of the service or a cut-off for
+    falling behind (not over the service's watch-stream limits: that is a `LimitExceeded`), it
+    reconnects by itself with exponential backoff and jitter, resuming after `cursor` (the last
+    seq yielded), so no event is lost or repeated. When the service cannot resume from the
+    cursor (it is older than the retained events), the snapshot it sends instead is yielded with
+    `resync = True`: events between the cursor and that snapshot are not replayed. `turn_id` keeps only that
     turn's events (snapshots are always sent). Any other error ends the iteration with a
     `TurngateError`. Close it (`aclose()`, or `async with client.watch(...) as events:`) to end
     the stream; cancelling the task iterating it also does.
     """
+
+    cursor: int
+    """The seq of the last event yielded (a snapshot's seq is the head it reflects)."""
 
     def __init__(
         self, connection: Connection, session_id: str, *, after_seq: int = 0, turn_id: str = ""
@@ -52,13 +57,12 @@ class Watch:
             session=connection.session(session_id), after_seq=after_seq, turn_id=turn_id
         )
         self.cursor = after_seq
-        """The seq of the last event yielded (a snapshot's seq is the head it reflects)."""
         self._events = self._follow()
 
     def __aiter__(self) -> Watch:
         return self
 
-    async def __anext__(self) -> pb.SessionEvent:
+    async def __anext__(self) -> Event:
         return await anext(self._events)
 
     async def aclose(self) -> None:
@@ -72,7 +76,7 @@ class Watch:
     ) -> None:
         await self.aclose()
 
-    async def _follow(self) -> AsyncGenerator[pb.SessionEvent, None]:
+    async def _follow(self) -> AsyncGenerator[Event, None]:
         backoff = self._connection.backoff
         delays = backoff.delays()
         while True:
@@ -84,7 +88,7 @@ class Watch:
                     delays = backoff.delays()
                     if event.HasField("snapshot") or event.seq > self.cursor:
                         self.cursor = event.seq
-                        yield event
+                        yield convert.event(event)
                 error = None
             except grpc.aio.AioRpcError as failed:
                 if not _resumable(failed):

@@ -1,5 +1,6 @@
 """The operator commands, on the SDK (`turngate.client`): each reads or stops through one `Client`
-and prints what it got (`render`), or protobuf JSON with `--json`."""
+and prints what it got (`render`), or, with `--json`, protobuf's JSON mapping of the contract's
+message the SDK's value was built from."""
 
 from __future__ import annotations
 
@@ -14,15 +15,15 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, assert_never
 
-from google.protobuf.message import Message
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from turngate.client import (
     Cancelled,
     Client,
+    ClientOptions,
     Idle,
     InvalidRequest,
     Mismatch,
@@ -30,20 +31,20 @@ from turngate.client import (
     NotFound,
     PermissionDenied,
     ServiceUnavailable,
+    SessionSnapshot,
     StopResult,
     TurngateError,
+    TurnRecord,
     tls_credentials,
 )
 from turngate.client.auth import check_token
-from turngate.client.client import ClientOptions
 from turngate.service.config import Seconds, describe
 from turngate.service.operate import render
 from turngate.service.operate.exits import ExitCode
-from turngate.v1 import turngate_pb2 as pb
 
 Operation = Callable[[Client, argparse.Namespace], Awaitable[ExitCode]]
 T = TypeVar("T")
-M = TypeVar("M", bound=Message)
+R = TypeVar("R", TurnRecord, SessionSnapshot)
 # The largest page the service returns.
 MAX_PAGE = 500
 
@@ -171,19 +172,19 @@ async def _first(items: AsyncIterator[T], limit: int) -> list[T]:
 
 
 def _print_list(
-    args: argparse.Namespace, records: list[M], rows: Callable[[M], render.Fields], empty: str
+    args: argparse.Namespace, records: list[R], rows: Callable[[R], render.Fields], empty: str
 ) -> None:
     """One JSON object a line with --json, else a table (or `empty`)."""
     if args.json:
         for record in records:
-            print(render.json_line(record))
+            print(render.json_of(record))
     else:
         print("\n".join(render.table([rows(record) for record in records])) if records else empty)
 
 
 async def status(client: Client, args: argparse.Namespace) -> ExitCode:
     snapshot = await client.get_session(args.session)
-    print(render.json_line(snapshot) if args.json else "\n".join(render.status(snapshot, _now())))
+    print(render.json_of(snapshot) if args.json else "\n".join(render.status(snapshot, _now())))
     return ExitCode.OK
 
 
@@ -193,13 +194,13 @@ async def watch(client: Client, args: argparse.Namespace) -> ExitCode:
     with contextlib.suppress(asyncio.CancelledError):  # Ctrl-C or SIGTERM: how a watch ends
         async with client.watch(args.session, after_seq=args.after, turn_id=args.turn) as events:
             async for event in events:
-                print(render.json_line(event) if args.json else render.event(event), flush=True)
+                print(render.json_of(event) if args.json else render.event(event), flush=True)
     return ExitCode.OK
 
 
 async def stop(client: Client, args: argparse.Namespace) -> ExitCode:
     gateway = client.gateway()
-    settled: pb.TurnRecord | None = None
+    settled: TurnRecord | None = None
     if args.wait is None:
         result = await gateway.stop(
             args.session,
@@ -210,7 +211,8 @@ async def stop(client: Client, args: argparse.Namespace) -> ExitCode:
         )
     else:
         request_id = args.request_id or uuid.uuid4().hex
-        turn_id = args.expect or (await client.get_session(args.session)).active.turn_id
+        active = (await client.get_session(args.session)).active if not args.expect else None
+        turn_id = args.expect or (active.turn_id if active is not None else "")
         if turn_id:
             settled = await gateway.stop_and_wait(
                 args.session, turn_id, force_after=args.wait, reason=args.reason, request_id=request_id
@@ -223,7 +225,7 @@ async def stop(client: Client, args: argparse.Namespace) -> ExitCode:
     if args.json:
         print(render.json_line(render.stop_message(result)))
         if settled is not None:
-            print(render.json_line(settled))
+            print(render.json_of(settled))
     else:
         print(render.stop_result(result, _now()))
         if settled is not None:
@@ -239,11 +241,13 @@ def _stop_exit(result: StopResult) -> ExitCode:
             return ExitCode.MISMATCH
         case Idle():
             return ExitCode.IDLE
+        case _:
+            assert_never(result)
 
 
 async def turn_show(client: Client, args: argparse.Namespace) -> ExitCode:
     record = await client.get_turn(args.session, args.turn)
-    print(render.json_line(record) if args.json else "\n".join(render.turn_detail(record, _now())))
+    print(render.json_of(record) if args.json else "\n".join(render.turn_detail(record, _now())))
     return ExitCode.OK
 
 

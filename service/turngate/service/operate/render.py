@@ -2,8 +2,8 @@
 
 One renderer per record type turns it into labelled fields (a value of None is not shown); three
 layouts print fields: `line` (`label=value …`, one event or answer), `block` (one record, a
-label a line) and `table` (one record a row). `--json` prints protobuf's JSON mapping instead,
-one compact object a line.
+label a line) and `table` (one record a row). `--json` prints protobuf's JSON mapping of the
+message the SDK's value was built from (its `raw`) instead, one compact object a line.
 
 Times are UTC. Deadlines are shown as seconds from `now` (the local clock; negative when overdue)
 where a renderer is given `now`, as instants otherwise.
@@ -11,23 +11,46 @@ where a renderer is given `now`, as instants otherwise.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Protocol, TypeVar, assert_never
 
 from google.protobuf import json_format
-from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.message import Message
 
-from turngate.client import Cancelled, Idle, Mismatch, StopResult
-from turngate.client.convert import instant
+from turngate.client import (
+    Cancelled,
+    Event,
+    Idle,
+    Interaction,
+    InteractionChanged,
+    Mismatch,
+    SessionSnapshot,
+    StopRequested,
+    StopResult,
+    ToolCall,
+    ToolCallChanged,
+    TurnAdmitted,
+    TurnRecord,
+    TurnSettled,
+    UnknownEvent,
+)
+from turngate.client.enums import ContractEnum
 from turngate.v1 import turngate_pb2 as pb
 
 Field = tuple[str, str | None]
 Fields = list[Field]
+M = TypeVar("M", bound=Message, covariant=True)
+
+
+class Built(Protocol[M]):
+    """A value of the SDK built from a message of the contract (`raw`)."""
+
+    @property
+    def raw(self) -> M | None: ...
+
 
 # Longer values (error texts, resolutions) are cut in text output; --json has them whole.
 MAX_CELL = 80
@@ -51,29 +74,38 @@ def json_line(message: Message) -> str:
     return _escaped(json.dumps(fields, separators=(",", ":"), ensure_ascii=False))
 
 
+def raw(value: Built[M]) -> M:
+    """The contract's message the SDK built `value` from."""
+    if value.raw is None:
+        raise ValueError(f"{type(value).__name__} was not built from a message")
+    return value.raw
+
+
+def json_of(value: Built[Message]) -> str:
+    """`json_line` of the message the SDK built `value` from: the contract's JSON."""
+    return json_line(raw(value))
+
+
 def stop_message(result: StopResult) -> pb.CancelTurnResponse:
     """The SDK's typed Stop answer as the contract's CancelTurnResponse (for --json)."""
-    fields: dict[str, Any] = dataclasses.asdict(result)
     match result:
         case Cancelled():
-            return pb.CancelTurnResponse(cancelled=pb.CancelTurnResponse.Cancelled(**fields))
+            return pb.CancelTurnResponse(cancelled=raw(result))
         case Mismatch():
-            return pb.CancelTurnResponse(mismatch=pb.CancelTurnResponse.Mismatch(**fields))
+            return pb.CancelTurnResponse(mismatch=raw(result))
         case Idle():
-            return pb.CancelTurnResponse(idle=pb.CancelTurnResponse.Idle(**fields))
+            return pb.CancelTurnResponse(idle=raw(result))
+        case _:
+            assert_never(result)
 
 
 # Values.
 
 
-def _enum(kind: EnumDescriptor, value: int) -> str | None:
-    """`TURN_OUTCOME_CANCELLED` as `CANCELLED`; None for the UNSPECIFIED value."""
-    if value == 0:
-        return None
-    known = kind.values_by_number.get(value)
-    if known is None:  # added to the contract after this command was built
-        return str(value)
-    return known.name.removeprefix(kind.values[0].name.removesuffix("UNSPECIFIED"))
+def _enum(value: ContractEnum) -> str | None:
+    """`TurnOutcome.CANCELLED` as `CANCELLED`; None for UNSPECIFIED (unset, or a value added
+    to the contract after this command was built: its `--json` shows it)."""
+    return value.name if value else None
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -97,68 +129,68 @@ def _yes(flag: bool) -> str | None:
 # One renderer per record type.
 
 
-def turn(record: pb.TurnRecord, now: datetime | None = None) -> Fields:
+def turn(record: TurnRecord, now: datetime | None = None) -> Fields:
     return [
         ("turn", record.turn_id),
-        ("phase", _enum(pb.TurnPhase.DESCRIPTOR, record.phase)),
-        ("outcome", _enum(pb.TurnOutcome.DESCRIPTOR, record.outcome)),
-        ("settled by", _enum(pb.SettledBy.DESCRIPTOR, record.settled_by)),
+        ("phase", _enum(record.phase)),
+        ("outcome", _enum(record.outcome)),
+        ("settled by", _enum(record.settled_by)),
         ("runner", record.runner_id),
         ("generation", str(record.generation)),
-        ("admitted at", _iso(instant(record, "admitted_at"))),
-        _deadline("lease expires", instant(record, "lease_expires_at"), now),
+        ("admitted at", _iso(record.admitted_at)),
+        _deadline("lease expires", record.lease_expires_at, now),
         ("stop requested", _yes(record.stop_requested)),
         ("stop reason", record.stop_reason or None),
-        _deadline("stop deadline", instant(record, "stop_deadline"), now),
-        ("settled at", _iso(instant(record, "settled_at"))),
+        _deadline("stop deadline", record.stop_deadline, now),
+        ("settled at", _iso(record.settled_at)),
         ("error", record.error or None),
     ]
 
 
-def session(snapshot: pb.SessionSnapshot) -> Fields:
+def session(snapshot: SessionSnapshot) -> Fields:
     return [
         ("session", snapshot.session.session_id),
-        ("phase", _enum(pb.SessionPhase.DESCRIPTOR, snapshot.phase)),
+        ("phase", _enum(snapshot.phase)),
         ("seq", str(snapshot.seq)),
-        ("active", snapshot.active.turn_id or None),
-        ("last settled", snapshot.last_settled.turn_id or None),
+        ("active", snapshot.active.turn_id if snapshot.active else None),
+        ("last settled", snapshot.last_settled.turn_id if snapshot.last_settled else None),
         ("resync", _yes(snapshot.resync)),
     ]
 
 
-def tool_call(call: pb.ToolCall) -> Fields:
+def tool_call(call: ToolCall) -> Fields:
     return [
         ("call", call.call_id),
         ("name", call.name),
-        ("status", _enum(pb.ToolCallStatus.DESCRIPTOR, call.status)),
-        ("opened at", _iso(instant(call, "opened_at"))),
-        ("closed at", _iso(instant(call, "closed_at"))),
+        ("status", _enum(call.status)),
+        ("opened at", _iso(call.opened_at)),
+        ("closed at", _iso(call.closed_at)),
         ("error", call.error or None),
     ]
 
 
-def interaction(item: pb.Interaction) -> Fields:
+def interaction(item: Interaction) -> Fields:
     return [
         ("interaction", item.interaction_id),
         ("kind", item.kind),
-        ("status", _enum(pb.InteractionStatus.DESCRIPTOR, item.status)),
-        ("opened at", _iso(instant(item, "opened_at"))),
-        ("closed at", _iso(instant(item, "closed_at"))),
+        ("status", _enum(item.status)),
+        ("opened at", _iso(item.opened_at)),
+        ("closed at", _iso(item.closed_at)),
         ("resolution", item.resolution or None),
     ]
 
 
-def stop_requested(stop: pb.StopRequested) -> Fields:
+def stop_requested(stop: StopRequested) -> Fields:
     return [
         ("turn", stop.turn_id),
         ("reason", stop.reason or None),
-        ("deadline at", _iso(instant(stop, "deadline"))),
+        ("deadline at", _iso(stop.deadline)),
         ("force", _yes(stop.force)),
         ("before start", _yes(stop.before_start)),
     ]
 
 
-def turn_settled(settled: pb.TurnSettled) -> Fields:
+def turn_settled(settled: TurnSettled) -> Fields:
     return [
         *_only(turn(settled.turn), *_SETTLED),
         ("interrupted calls", _ids(settled.interrupted_tool_call_ids)),
@@ -167,31 +199,27 @@ def turn_settled(settled: pb.TurnSettled) -> Fields:
     ]
 
 
-def event(item: pb.SessionEvent) -> str:
+def event(item: Event) -> str:
     """One line: seq, time, kind and the event's essentials."""
-    kind = item.WhichOneof("kind")
-    match kind:
-        case "snapshot":
-            fields = _only(session(item.snapshot), "phase", "active", "last settled", "resync")
-        case "turn_admitted":
-            fields = _only(turn(item.turn_admitted.turn), "turn", "runner", "generation", "lease expires at")
-        case "stop_requested":
-            fields = stop_requested(item.stop_requested)
-        case "tool_call":
-            fields = [
-                ("turn", item.tool_call.turn_id),
-                *_only(tool_call(item.tool_call.tool_call), *_CHANGED),
-            ]
-        case "interaction":
-            changed = item.interaction
-            fields = [("turn", changed.turn_id), *_only(interaction(changed.interaction), *_CHANGED)]
-        case "turn_settled":
-            fields = turn_settled(item.turn_settled)
-        case _:
+    fields: Fields
+    match item.body:
+        case SessionSnapshot() as snapshot:
+            fields = _only(session(snapshot), "phase", "active", "last settled", "resync")
+        case TurnAdmitted(turn=admitted):
+            fields = _only(turn(admitted), "turn", "runner", "generation", "lease expires at")
+        case StopRequested() as stop:
+            fields = stop_requested(stop)
+        case ToolCallChanged(turn_id=turn_id, tool_call=call):
+            fields = [("turn", turn_id), *_only(tool_call(call), *_CHANGED)]
+        case InteractionChanged(turn_id=turn_id, interaction=changed):
+            fields = [("turn", turn_id), *_only(interaction(changed), *_CHANGED)]
+        case TurnSettled() as settled:
+            fields = turn_settled(settled)
+        case UnknownEvent():
             fields = []
-    return (
-        f"{item.seq:>5}  {_iso(instant(item, 'time')) or '-':<24}  {kind or '?':<14}  {line(fields)}".rstrip()
-    )
+        case _:
+            assert_never(item.body)
+    return f"{item.seq:>5}  {_iso(item.time) or '-':<24}  {item.kind or '?':<14}  {line(fields)}".rstrip()
 
 
 # What a line shows of a tool call or interaction that changed, and of a turn that settled.
@@ -218,21 +246,23 @@ def stop_result(result: StopResult, now: datetime) -> str:
         case Mismatch():
             fields = [
                 ("expected", result.expected_turn_id),
-                ("expected outcome", _enum(pb.TurnOutcome.DESCRIPTOR, result.expected_outcome)),
+                ("expected outcome", _enum(result.expected_outcome)),
                 ("current", result.current_turn_id),
-                ("current phase", _enum(pb.TurnPhase.DESCRIPTOR, result.current_phase)),
+                ("current phase", _enum(result.current_phase)),
             ]
         case Idle():
             fields = [
                 ("expected", result.expected_turn_id or None),
-                ("expected outcome", _enum(pb.TurnOutcome.DESCRIPTOR, result.expected_outcome)),
+                ("expected outcome", _enum(result.expected_outcome)),
                 ("last", result.last_turn_id or None),
-                ("last outcome", _enum(pb.TurnOutcome.DESCRIPTOR, result.last_outcome)),
+                ("last outcome", _enum(result.last_outcome)),
             ]
+        case _:
+            assert_never(result)
     return f"{type(result).__name__.lower()}  {line(fields)}".rstrip()
 
 
-def settlement(record: pb.TurnRecord) -> str:
+def settlement(record: TurnRecord) -> str:
     """One line: how a turn settled."""
     return f"settled  {line(_only(turn(record), *_SETTLED, 'settled at'))}"
 
@@ -240,15 +270,15 @@ def settlement(record: pb.TurnRecord) -> str:
 # Views of several records.
 
 
-def status(snapshot: pb.SessionSnapshot, now: datetime) -> list[str]:
+def status(snapshot: SessionSnapshot, now: datetime) -> list[str]:
     lines = block(session(snapshot))
     for title, record in (("active turn", snapshot.active), ("last settled turn", snapshot.last_settled)):
-        if record.turn_id:
+        if record is not None:
             lines += ["", title, *block(turn(record, now), indent="  ")]
     return lines
 
 
-def turn_detail(record: pb.TurnRecord, now: datetime) -> list[str]:
+def turn_detail(record: TurnRecord, now: datetime) -> list[str]:
     lines = block(turn(record, now))
     for title, rows in (
         ("tool calls", [tool_call(call) for call in record.tool_calls]),
@@ -258,8 +288,9 @@ def turn_detail(record: pb.TurnRecord, now: datetime) -> list[str]:
     return lines
 
 
-def busy_session(snapshot: pb.SessionSnapshot, now: datetime) -> Fields:
-    return [("session", snapshot.session.session_id), *turn(snapshot.active, now)]
+def busy_session(snapshot: SessionSnapshot, now: datetime) -> Fields:
+    active = turn(snapshot.active, now) if snapshot.active is not None else []
+    return [("session", snapshot.session.session_id), *active]
 
 
 # Layouts.
@@ -289,10 +320,12 @@ def block(fields: Fields, indent: str = "") -> list[str]:
 def table(rows: Sequence[Fields]) -> list[str]:
     """Rows of one renderer's fields, under a header; columns empty in every row are left out."""
     values = [dict(row) for row in rows]
-    labels = [label for label, _ in rows[0] if any(row[label] is not None for row in values)]
+    every = dict.fromkeys(label for row in rows for label, _ in row)
+    labels = [label for label in every if any(row.get(label) is not None for row in values)]
     cells = [[label.upper() for label in labels]]
     cells += [
-        [_short(value) if (value := row[label]) is not None else "-" for label in labels] for row in values
+        [_short(value) if (value := row.get(label)) is not None else "-" for label in labels]
+        for row in values
     ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(labels))]
     return [

@@ -1,0 +1,154 @@
+"""The contract's enums as Python IntEnums (protos/turngate/v1/turngate.proto).
+
+Each member's value is the contract's number, so `outcome == pb.TURN_OUTCOME_CANCELLED` holds for
+code written against the generated messages; its name is the contract's without the enum's
+prefix (`TurnOutcome.CANCELLED`; `ErrorReason.SESSION_TURN_IN_USE` is also the `ErrorInfo`
+reason), and `proto_name` is the contract's full name (`TURN_OUTCOME_CANCELLED`).
+
+A number this SDK does not know (sent by a newer service) reads as `UNSPECIFIED`, the contract's
+"not set / unknown" zero value, instead of failing: `TurnOutcome(99) is TurnOutcome.UNSPECIFIED`.
+The exact number stays in the `raw` message of the value it came with (docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+
+__all__ = [
+    "ErrorReason",
+    "InteractionStatus",
+    "SessionPhase",
+    "SettledBy",
+    "ToolCallStatus",
+    "TurnOutcome",
+    "TurnPhase",
+]
+
+
+class ContractEnum(IntEnum):
+    """Base of the contract's enums: unknown numbers read as UNSPECIFIED (0)."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> ContractEnum | None:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return cls(0)
+        return None
+
+    @property
+    def proto_name(self) -> str:
+        """The contract's name of this value, e.g. `TURN_OUTCOME_CANCELLED`."""
+        return f"{_prefix(type(self).__name__)}{self.name}"
+
+
+def _prefix(enum_name: str) -> str:
+    """`TurnOutcome` -> `TURN_OUTCOME_` (buf's STANDARD rule for enum value prefixes)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", enum_name).upper() + "_"
+
+
+class SessionPhase(ContractEnum):
+    """Whether the session has an active turn, and in which phase."""
+
+    UNSPECIFIED = 0
+    IDLE = 1
+    """No active turn: the next admission is admitted."""
+    RUNNING = 2
+    """A turn is running."""
+    STOPPING = 3
+    """A turn was asked to stop and has not settled yet; no new turn is admitted until it does."""
+
+
+class TurnPhase(ContractEnum):
+    """Where one turn is in its life."""
+
+    UNSPECIFIED = 0
+    RUNNING = 1
+    """Admitted, holding the session."""
+    STOPPING = 2
+    """A Stop was accepted; still holding the session until it settles."""
+    SETTLED = 3
+    """Ended with exactly one outcome."""
+
+
+class TurnOutcome(ContractEnum):
+    """The one terminal outcome of a turn (UNSPECIFIED until it settles)."""
+
+    UNSPECIFIED = 0
+    COMPLETED = 1
+    """The runner reported success."""
+    FAILED = 2
+    """The runner reported a failure."""
+    CANCELLED = 3
+    """Stopped: by the runner after a Stop, forced by a gateway, or stop grace expired."""
+    LOST = 4
+    """The lease expired: the runner stopped heartbeating."""
+
+
+class SettledBy(ContractEnum):
+    """Who settled a turn (UNSPECIFIED until it settles)."""
+
+    UNSPECIFIED = 0
+    RUNNER = 1
+    """The runner, reporting its outcome."""
+    WATCHDOG = 2
+    """The clock: lease expiry or stop-grace expiry."""
+    GATEWAY = 3
+    """A gateway's forced Stop."""
+
+
+class ToolCallStatus(ContractEnum):
+    """The status of one tool call."""
+
+    UNSPECIFIED = 0
+    OPEN = 1
+    """Started and not finished."""
+    SUCCEEDED = 2
+    """Finished and succeeded."""
+    FAILED = 3
+    """Finished with an error reported by the runner."""
+    INTERRUPTED = 4
+    """Still open when its turn settled: closed by the service, not a failure of the tool."""
+
+
+class InteractionStatus(ContractEnum):
+    """The status of one interaction (an approval or question put to a person)."""
+
+    UNSPECIFIED = 0
+    PENDING = 1
+    """Waiting for an answer."""
+    RESOLVED = 2
+    """Answered (the first answer wins)."""
+    CANCELLED = 3
+    """Withdrawn by a Stop or by the turn's settlement; a later answer is refused."""
+
+
+class ErrorReason(ContractEnum):
+    """Why the service refused a request; the name is `google.rpc.ErrorInfo`'s reason.
+    UNSPECIFIED: the error carried no reason of the contract (or one this SDK does not know)."""
+
+    UNSPECIFIED = 0
+    SESSION_TURN_IN_USE = 1
+    """Another turn is running in the session (retry later)."""
+    SESSION_STOPPING = 2
+    """Another turn is stopping; the session frees when it settles (retry later)."""
+    TURN_CANCELLED = 3
+    """This turn was cancelled before it started; never retry it."""
+    TURN_ALREADY_SETTLED = 4
+    """This turn already ran and settled."""
+    TURN_OWNED_BY_OTHER_RUNNER = 5
+    """This turn is active under another runner id."""
+    TURN_NOT_ACTIVE = 6
+    """The lease presented is not the active turn's (a write from a stale runner)."""
+    INTERACTION_NOT_PENDING = 7
+    """The interaction is resolved, cancelled or unknown; the first answer won."""
+    LIMIT_EXCEEDED = 8
+    """A limit was exceeded (per turn, per project, per watcher)."""
+    TURN_HELD_BY_OTHER_PRINCIPAL = 9
+    """The turn was admitted to another authenticated principal."""
+
+    @classmethod
+    def named(cls, name: str) -> ErrorReason:
+        """The reason an `ErrorInfo` names (`SESSION_TURN_IN_USE`); UNSPECIFIED for '' or a name
+        this SDK does not know."""
+        member = cls.__members__.get(name)
+        return member if member is not None else cls.UNSPECIFIED

@@ -1,0 +1,308 @@
+"""What the SDK returns: the contract's messages as frozen dataclasses of Python types.
+
+Field names are the contract's (protos/turngate/v1/turngate.proto); enums are `turngate.client.enums`;
+times are aware UTC datetimes (None where the contract leaves them unset until something happens);
+durations are float seconds; repeated fields are tuples; a message field that is unset (a
+snapshot without an active turn) is None.
+
+Every value built from a message keeps it as `raw` (not shown by repr, ignored by ==): an escape
+hatch to fields this SDK does not know yet and to protobuf's JSON mapping (`turngate --json`).
+It is None for values constructed by hand. They are built in one place, `turngate.client.convert`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeAlias
+
+from turngate.client.enums import (
+    InteractionStatus,
+    SessionPhase,
+    SettledBy,
+    ToolCallStatus,
+    TurnOutcome,
+    TurnPhase,
+)
+from turngate.v1 import turngate_pb2 as pb
+
+__all__ = [
+    "AdmissionRefusal",
+    "Cancelled",
+    "Event",
+    "EventBody",
+    "Idle",
+    "Interaction",
+    "InteractionChanged",
+    "Mismatch",
+    "SessionRef",
+    "SessionSnapshot",
+    "StopRequested",
+    "StopResult",
+    "ToolCall",
+    "ToolCallChanged",
+    "TurnAdmitted",
+    "TurnLease",
+    "TurnRecord",
+    "TurnSettled",
+    "UnknownEvent",
+]
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """Names one session of one project."""
+
+    project_id: str
+    session_id: str
+    raw: pb.SessionRef | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TurnLease:
+    """What a runner presents on every write of its turn: the turn and its fencing token."""
+
+    session: SessionRef
+    turn_id: str
+    generation: int
+    raw: pb.TurnLease | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of a turn."""
+
+    call_id: str
+    name: str
+    status: ToolCallStatus
+    error: str
+    """With FAILED: the runner's error text."""
+    opened_at: datetime
+    closed_at: datetime | None
+    """None while OPEN."""
+    raw: pb.ToolCall | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Interaction:
+    """One interaction of a turn: a question or approval put to a person."""
+
+    interaction_id: str
+    kind: str
+    status: InteractionStatus
+    resolution: str
+    """With RESOLVED: the answer."""
+    opened_at: datetime
+    closed_at: datetime | None
+    """When it was resolved or cancelled."""
+    raw: pb.Interaction | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One turn: what a snapshot, a settlement, `get_turn` or `list_turns` reports."""
+
+    turn_id: str
+    runner_id: str
+    generation: int
+    """Its fencing token."""
+    phase: TurnPhase
+    outcome: TurnOutcome
+    """UNSPECIFIED until it settles."""
+    settled_by: SettledBy
+    """UNSPECIFIED until it settles."""
+    stop_requested: bool
+    admitted_at: datetime
+    settled_at: datetime | None
+    error: str
+    """The error reported with FAILED (or CANCELLED) by the runner."""
+    tool_calls: tuple[ToolCall, ...]
+    """In the order they were opened; filled by `get_turn` only."""
+    interactions: tuple[Interaction, ...]
+    """In the order they were opened; filled by `get_turn` only."""
+    lease_expires_at: datetime | None
+    """While active: when the lease ends unless extended."""
+    stop_reason: str
+    stop_deadline: datetime | None
+    """While stopping: when the service settles it CANCELLED."""
+    raw: pb.TurnRecord | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    """The session's state at one point of its log (`seq`); also the first event of a watch."""
+
+    session: SessionRef
+    seq: int
+    """The last event reflected (0 for a session that never had one)."""
+    phase: SessionPhase
+    active: TurnRecord | None
+    last_settled: TurnRecord | None
+    resync: bool
+    """In a watch: the cursor could not be resumed; the events between it and `seq` are not
+    replayed."""
+    raw: pb.SessionSnapshot | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TurnAdmitted:
+    """A turn was admitted (`turn` is RUNNING)."""
+
+    turn: TurnRecord
+    raw: pb.TurnAdmitted | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    """A Stop was accepted."""
+
+    turn_id: str
+    generation: int
+    """The turn's fencing token (0 when it had not started)."""
+    reason: str
+    deadline: datetime | None
+    """When the service settles it CANCELLED if its runner has not (None with force or
+    before_start)."""
+    before_start: bool
+    force: bool
+    raw: pb.StopRequested | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ToolCallChanged:
+    """A tool call was opened or closed."""
+
+    turn_id: str
+    generation: int
+    tool_call: ToolCall
+    raw: pb.ToolCallChanged | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class InteractionChanged:
+    """An interaction was opened, resolved or cancelled."""
+
+    turn_id: str
+    generation: int
+    interaction: Interaction
+    raw: pb.InteractionChanged | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TurnSettled:
+    """A turn settled: its one terminal outcome."""
+
+    turn: TurnRecord
+    interrupted_tool_call_ids: tuple[str, ...]
+    """Tool calls still open at settlement, now INTERRUPTED."""
+    cancelled_interaction_ids: tuple[str, ...]
+    """Interactions still pending at settlement, now CANCELLED."""
+    trace_id: str
+    """The W3C trace id of the admitting request (32 hex digits), when it carried one."""
+    raw: pb.TurnSettled | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class UnknownEvent:
+    """An event of a kind this SDK does not know (sent by a newer service): skip it, or read
+    the `Event`'s `raw` message."""
+
+
+EventBody: TypeAlias = (
+    SessionSnapshot
+    | TurnAdmitted
+    | StopRequested
+    | ToolCallChanged
+    | InteractionChanged
+    | TurnSettled
+    | UnknownEvent
+)
+"""What happened: match on it (`case TurnSettled(turn=turn): ...`)."""
+
+_KINDS: dict[type[EventBody], str] = {
+    SessionSnapshot: "snapshot",
+    TurnAdmitted: "turn_admitted",
+    StopRequested: "stop_requested",
+    ToolCallChanged: "tool_call",
+    InteractionChanged: "interaction",
+    TurnSettled: "turn_settled",
+    UnknownEvent: "",
+}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of the session's ordered, gapless event log, as a watch yields it."""
+
+    seq: int
+    """Position in the log: 1, 2, 3… A snapshot's seq is the head it reflects."""
+    time: datetime
+    """When it happened (the store's clock)."""
+    session: SessionRef
+    body: EventBody
+    """What happened (the contract's `kind` oneof)."""
+    raw: pb.SessionEvent | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def kind(self) -> str:
+        """The contract's name of what happened: `snapshot`, `turn_admitted`, `stop_requested`,
+        `tool_call`, `interaction`, `turn_settled` ('' for an `UnknownEvent`)."""
+        return _KINDS[type(self.body)]
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """The Stop cancelled the expected turn (or, unguarded, the active one)."""
+
+    cancelled_turn_ids: tuple[str, ...]
+    stopping_turn_id: str
+    """The turn now STOPPING ('' when it settled at once or had not started)."""
+    settled: bool
+    """The turn settled CANCELLED at once (force)."""
+    before_start: bool
+    """The turn was never admitted: it is refused TURN_CANCELLED when it arrives."""
+    cancelled_interaction_ids: tuple[str, ...]
+    stop_deadline: datetime | None
+    """When the service settles the stopping turn CANCELLED if its runner has not."""
+    raw: pb.CancelTurnResponse.Cancelled | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The expected turn already ended and another turn is active: nothing changed."""
+
+    expected_turn_id: str
+    current_turn_id: str
+    current_phase: TurnPhase
+    expected_outcome: TurnOutcome
+    raw: pb.CancelTurnResponse.Mismatch | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Nothing is active: nothing changed."""
+
+    expected_turn_id: str
+    expected_outcome: TurnOutcome
+    """How the expected turn ended, when known."""
+    last_turn_id: str
+    """The session's last settled turn, when known."""
+    last_outcome: TurnOutcome
+    raw: pb.CancelTurnResponse.Idle | None = field(default=None, repr=False, compare=False)
+
+
+StopResult: TypeAlias = Cancelled | Mismatch | Idle
+"""What a Stop did."""
+
+
+@dataclass(frozen=True)
+class AdmissionRefusal:
+    """The detail of an admission refusal: the turn in the way, and when to try again."""
+
+    active_turn_id: str
+    active_phase: TurnPhase
+    active_lease_expires_at: datetime | None
+    retry_after: float
+    """Seconds until the active turn's earliest deadline (lease or stop grace); 0 when none."""
+    settled_outcome: TurnOutcome
+    """For TURN_ALREADY_SETTLED: how that turn ended."""

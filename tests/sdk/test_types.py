@@ -1,0 +1,285 @@
+"""The SDK's types without a server: its enums are the contract's, numbers a newer service sends
+read as UNSPECIFIED, and every message becomes its dataclass (times aware UTC, durations in
+seconds, unset fields None) keeping the message as `raw`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import assert_never
+
+import pytest
+from google.protobuf.descriptor import EnumDescriptor
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from turngate.client import (
+    Cancelled,
+    ErrorReason,
+    Event,
+    EventBody,
+    Idle,
+    Interaction,
+    InteractionChanged,
+    InteractionStatus,
+    Mismatch,
+    SessionPhase,
+    SessionRef,
+    SessionSnapshot,
+    SettledBy,
+    StopRequested,
+    ToolCall,
+    ToolCallChanged,
+    ToolCallStatus,
+    TurnAdmitted,
+    TurnOutcome,
+    TurnPhase,
+    TurnRecord,
+    TurnSettled,
+    UnknownEvent,
+    convert,
+)
+from turngate.client.enums import ContractEnum
+from turngate.v1 import turngate_pb2 as pb
+
+AT = datetime(2026, 11, 29, 14, 56, 49, 420_123, tzinfo=UTC)
+ENUMS: list[tuple[type[ContractEnum], EnumDescriptor]] = [
+    (SessionPhase, pb.SessionPhase.DESCRIPTOR),
+    (TurnPhase, pb.TurnPhase.DESCRIPTOR),
+    (TurnOutcome, pb.TurnOutcome.DESCRIPTOR),
+    (SettledBy, pb.SettledBy.DESCRIPTOR),
+    (ToolCallStatus, pb.ToolCallStatus.DESCRIPTOR),
+    (InteractionStatus, pb.InteractionStatus.DESCRIPTOR),
+    (ErrorReason, pb.ErrorReason.DESCRIPTOR),
+]
+
+
+def ts(at: datetime) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(at)
+    return stamp
+
+
+def ref() -> pb.SessionRef:
+    return pb.SessionRef(project_id="p", session_id="s")
+
+
+@pytest.mark.parametrize(("enum", "contract"), ENUMS, ids=[enum.__name__ for enum, _ in ENUMS])
+def test_each_enum_has_exactly_the_contracts_values_and_names(
+    enum: type[ContractEnum], contract: EnumDescriptor
+) -> None:
+    assert {member.proto_name: int(member) for member in enum} == {
+        value.name: value.number for value in contract.values
+    }
+    assert enum(0).name == "UNSPECIFIED"
+
+
+def test_members_equal_the_generated_constants_for_code_written_against_them() -> None:
+    old: int = pb.TURN_OUTCOME_CANCELLED
+    assert old == TurnOutcome.CANCELLED
+    assert int(ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL) == pb.ERROR_REASON_TURN_HELD_BY_OTHER_PRINCIPAL == 9
+    assert (TurnOutcome.CANCELLED.name, TurnOutcome.CANCELLED.proto_name) == (
+        "CANCELLED",
+        "TURN_OUTCOME_CANCELLED",
+    )
+
+
+def test_a_number_a_newer_service_sends_reads_as_unspecified_and_stays_in_raw() -> None:
+    assert TurnOutcome(99) is TurnOutcome.UNSPECIFIED
+    with pytest.raises(ValueError, match="is not a valid"):
+        TurnOutcome("CANCELLED")  # type: ignore[arg-type]  # only numbers fall back
+    record = convert.turn_record(pb.TurnRecord(turn_id="t1", outcome=pb.TurnOutcome.ValueType(5)))
+    assert record.outcome is TurnOutcome.UNSPECIFIED
+    assert record.raw is not None
+    assert record.raw.outcome == 5
+    assert ErrorReason.named("SESSION_QUEUE_FULL") is ErrorReason.UNSPECIFIED
+    assert ErrorReason.named("TURN_CANCELLED") is ErrorReason.TURN_CANCELLED
+
+
+def test_a_turn_record_becomes_python_values_with_unset_times_as_none() -> None:
+    message = pb.TurnRecord(
+        turn_id="t1",
+        runner_id="r1",
+        generation=1_795_964_209_420_641,
+        phase=pb.TURN_PHASE_SETTLED,
+        outcome=pb.TURN_OUTCOME_CANCELLED,
+        settled_by=pb.SETTLED_BY_RUNNER,
+        stop_requested=True,
+        admitted_at=ts(AT),
+        settled_at=ts(AT + timedelta(seconds=7)),
+        stop_reason="user",
+        tool_calls=[
+            pb.ToolCall(call_id="c1", name="search", status=pb.TOOL_CALL_STATUS_OPEN, opened_at=ts(AT)),
+        ],
+        interactions=[
+            pb.Interaction(
+                interaction_id="i1",
+                kind="approval",
+                status=pb.INTERACTION_STATUS_RESOLVED,
+                resolution="yes",
+                opened_at=ts(AT),
+                closed_at=ts(AT + timedelta(seconds=1)),
+            )
+        ],
+    )
+    record = convert.turn_record(message)
+    assert record == TurnRecord(
+        turn_id="t1",
+        runner_id="r1",
+        generation=1_795_964_209_420_641,
+        phase=TurnPhase.SETTLED,
+        outcome=TurnOutcome.CANCELLED,
+        settled_by=SettledBy.RUNNER,
+        stop_requested=True,
+        admitted_at=AT,
+        settled_at=AT + timedelta(seconds=7),
+        error="",
+        tool_calls=(ToolCall("c1", "search", ToolCallStatus.OPEN, "", AT, None),),
+        interactions=(
+            Interaction("i1", "approval", InteractionStatus.RESOLVED, "yes", AT, AT + timedelta(seconds=1)),
+        ),
+        lease_expires_at=None,
+        stop_reason="user",
+        stop_deadline=None,
+    )
+    assert record.admitted_at.tzinfo is UTC
+    assert record.raw is message
+    assert record.tool_calls[0].raw is message.tool_calls[0]
+    assert "raw" not in repr(record)
+
+
+def test_a_snapshot_without_turns_has_none_for_them() -> None:
+    snapshot = convert.snapshot(pb.SessionSnapshot(session=ref(), seq=0, phase=pb.SESSION_PHASE_IDLE))
+    assert snapshot == SessionSnapshot(SessionRef("p", "s"), 0, SessionPhase.IDLE, None, None, False)
+    busy = convert.snapshot(
+        pb.SessionSnapshot(
+            session=ref(),
+            seq=4,
+            phase=pb.SESSION_PHASE_RUNNING,
+            active=pb.TurnRecord(turn_id="t2", admitted_at=ts(AT), lease_expires_at=ts(AT)),
+        )
+    )
+    assert busy.active is not None
+    assert (busy.active.turn_id, busy.active.lease_expires_at, busy.last_settled) == ("t2", AT, None)
+
+
+def events() -> list[pb.SessionEvent]:
+    """One event of each kind the contract has."""
+    turn = pb.TurnRecord(turn_id="t1", generation=7, admitted_at=ts(AT))
+    call = pb.ToolCall(call_id="c1", name="search", status=pb.TOOL_CALL_STATUS_INTERRUPTED, opened_at=ts(AT))
+    asked = pb.Interaction(interaction_id="i1", kind="approval", status=pb.INTERACTION_STATUS_PENDING)
+    bodies = [
+        {"snapshot": pb.SessionSnapshot(session=ref(), seq=1, resync=True)},
+        {"turn_admitted": pb.TurnAdmitted(turn=turn)},
+        {"stop_requested": pb.StopRequested(turn_id="t1", generation=7, reason="user", deadline=ts(AT))},
+        {"tool_call": pb.ToolCallChanged(turn_id="t1", generation=7, tool_call=call)},
+        {"interaction": pb.InteractionChanged(turn_id="t1", generation=7, interaction=asked)},
+        {
+            "turn_settled": pb.TurnSettled(
+                turn=turn, interrupted_tool_call_ids=["c1"], cancelled_interaction_ids=["i1"], trace_id="ab"
+            )
+        },
+    ]
+    return [
+        pb.SessionEvent(seq=seq, time=ts(AT), session=ref(), **body)  # type: ignore[arg-type]
+        for seq, body in enumerate(bodies, 1)
+    ]
+
+
+def described(body: EventBody) -> str:
+    """An exhaustive match, as SDK users write it (mypy checks that no kind is forgotten)."""
+    match body:
+        case SessionSnapshot(resync=resync):
+            return f"snapshot resync={resync}"
+        case TurnAdmitted(turn=turn):
+            return f"admitted {turn.turn_id}"
+        case StopRequested(turn_id=turn_id, deadline=deadline):
+            return f"stop {turn_id} {deadline == AT}"
+        case ToolCallChanged(tool_call=call):
+            return f"call {call.call_id} {call.status.name}"
+        case InteractionChanged(interaction=asked):
+            return f"interaction {asked.interaction_id} {asked.status.name} {asked.closed_at}"
+        case TurnSettled(interrupted_tool_call_ids=calls, cancelled_interaction_ids=asked, trace_id=trace):
+            return f"settled {calls} {asked} {trace}"
+        case UnknownEvent():
+            return "unknown"
+        case _:
+            assert_never(body)
+
+
+def test_every_event_kind_becomes_its_body_and_the_event_keeps_its_message() -> None:
+    converted = [convert.event(message) for message in events()]
+    assert [event.kind for event in converted] == [
+        "snapshot",
+        "turn_admitted",
+        "stop_requested",
+        "tool_call",
+        "interaction",
+        "turn_settled",
+    ]
+    assert [described(event.body) for event in converted] == [
+        "snapshot resync=True",
+        "admitted t1",
+        "stop t1 True",
+        "call c1 INTERRUPTED",
+        "interaction i1 PENDING None",
+        "settled ('c1',) ('i1',) ab",
+    ]
+    first = converted[0]
+    assert (first.seq, first.time, first.session) == (1, AT, SessionRef("p", "s"))
+    assert [event.raw for event in converted] == events()
+
+
+def test_an_event_of_a_kind_added_later_is_an_unknown_event_with_its_cursor() -> None:
+    known = pb.SessionEvent(seq=12, time=ts(AT), session=ref()).SerializeToString()
+    later = pb.SessionEvent.FromString(known + bytes([0xA2, 0x01, 0x00]))  # field 20, empty
+    event = convert.event(later)
+    assert (event.seq, event.body, event.kind) == (12, UnknownEvent(), "")
+    assert described(event.body) == "unknown"
+
+
+def test_stop_answers_become_their_dataclasses() -> None:
+    cancelled = pb.CancelTurnResponse(
+        cancelled=pb.CancelTurnResponse.Cancelled(
+            cancelled_turn_ids=["t1"], stopping_turn_id="t1", stop_deadline=ts(AT)
+        )
+    )
+    mismatch = pb.CancelTurnResponse(
+        mismatch=pb.CancelTurnResponse.Mismatch(
+            expected_turn_id="t1",
+            current_turn_id="t2",
+            current_phase=pb.TURN_PHASE_STOPPING,
+            expected_outcome=pb.TURN_OUTCOME_LOST,
+        )
+    )
+    idle = pb.CancelTurnResponse(idle=pb.CancelTurnResponse.Idle(last_turn_id="t2"))
+    assert convert.stop_result(cancelled) == Cancelled(("t1",), "t1", False, False, (), AT)
+    assert convert.stop_result(mismatch) == Mismatch("t1", "t2", TurnPhase.STOPPING, TurnOutcome.LOST)
+    assert convert.stop_result(idle) == Idle("", TurnOutcome.UNSPECIFIED, "t2", TurnOutcome.UNSPECIFIED)
+    assert convert.stop_result(idle).raw is idle.idle
+    with pytest.raises(ValueError, match="without an outcome"):
+        convert.stop_result(pb.CancelTurnResponse())
+
+
+def test_durations_are_float_seconds_and_back() -> None:
+    assert convert.seconds(Duration(seconds=6, nanos=500_000_000)) == 6.5
+    assert convert.duration(0.25) == Duration(nanos=250_000_000)
+    refusal = convert.admission_refusal(
+        pb.AdmissionRefusal(
+            active_turn_id="t1",
+            active_phase=pb.TURN_PHASE_RUNNING,
+            active_lease_expires_at=ts(AT),
+            retry_after=Duration(seconds=14, nanos=500_000_000),
+        )
+    )
+    assert (refusal.active_phase, refusal.active_lease_expires_at, refusal.retry_after) == (
+        TurnPhase.RUNNING,
+        AT,
+        14.5,
+    )
+
+
+def test_values_are_frozen() -> None:
+    ref_ = SessionRef("p", "s")
+    with pytest.raises(AttributeError):
+        ref_.session_id = "other"  # type: ignore[misc]
+    assert isinstance(convert.event(events()[0]), Event)
