@@ -16,7 +16,6 @@ from tests.waiting import eventually
 from turngate.client import (
     AdmissionRefused,
     Client,
-    ErrorReason,
     InteractionCancelled,
     SessionBusy,
     SettledBy,
@@ -65,7 +64,7 @@ async def test_busy_session_refuses_admission_with_session_busy_naming_the_activ
         busy = refused.value
         assert isinstance(busy, AdmissionRefused)
         assert (busy.reason, busy.active_turn_id, busy.active_phase) == (
-            ErrorReason.SESSION_TURN_IN_USE,
+            "SESSION_TURN_IN_USE",
             "t1",
             TurnPhase.RUNNING,
         )

@@ -49,7 +49,6 @@ ENUMS: list[tuple[type[ContractEnum], EnumDescriptor]] = [
     (SettledBy, pb.SettledBy.DESCRIPTOR),
     (ToolCallStatus, pb.ToolCallStatus.DESCRIPTOR),
     (InteractionStatus, pb.InteractionStatus.DESCRIPTOR),
-    (ErrorReason, pb.ErrorReason.DESCRIPTOR),
 ]
 
 
@@ -76,11 +75,24 @@ def test_each_enum_has_exactly_the_contracts_values_and_names(
 def test_members_equal_the_generated_constants_for_code_written_against_them() -> None:
     old: int = pb.TURN_OUTCOME_CANCELLED
     assert old == TurnOutcome.CANCELLED
-    assert int(ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL) == pb.ERROR_REASON_TURN_HELD_BY_OTHER_PRINCIPAL == 9
+    assert (
+        ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL.number == pb.ERROR_REASON_TURN_HELD_BY_OTHER_PRINCIPAL == 9
+    )
     assert (TurnOutcome.CANCELLED.name, TurnOutcome.CANCELLED.proto_name) == (
         "CANCELLED",
         "TURN_OUTCOME_CANCELLED",
     )
+
+
+def test_error_reasons_are_the_contracts_and_equal_their_errorinfo_strings() -> None:
+    assert {member.proto_name: member.number for member in ErrorReason} == {
+        value.name: value.number for value in pb.ErrorReason.DESCRIPTOR.values
+    }
+    # As when the SDK's errors carried reasons as plain strings ('' for none).
+    busy: str = ErrorReason.SESSION_TURN_IN_USE
+    none: str = ErrorReason.UNSPECIFIED
+    assert (busy, none, f"{ErrorReason.TURN_CANCELLED}") == ("SESSION_TURN_IN_USE", "", "TURN_CANCELLED")
+    assert not ErrorReason.UNSPECIFIED
 
 
 def test_a_number_a_newer_service_sends_reads_as_unspecified_and_stays_in_raw() -> None:

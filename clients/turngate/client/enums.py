@@ -1,9 +1,10 @@
-"""The contract's enums as Python IntEnums (protos/turngate/v1/turngate.proto).
+"""The contract's enums as Python enums (protos/turngate/v1/turngate.proto).
 
 Each member's value is the contract's number, so `outcome == pb.TURN_OUTCOME_CANCELLED` holds for
 code written against the generated messages; its name is the contract's without the enum's
-prefix (`TurnOutcome.CANCELLED`; `ErrorReason.SESSION_TURN_IN_USE` is also the `ErrorInfo`
-reason), and `proto_name` is the contract's full name (`TURN_OUTCOME_CANCELLED`).
+prefix (`TurnOutcome.CANCELLED`), and `proto_name` is the contract's full name
+(`TURN_OUTCOME_CANCELLED`). `ErrorReason` is the exception: its values are `ErrorInfo`'s reason
+strings, which is how errors carry it (and what the SDK's errors gave before it had enums).
 
 A number this SDK does not know (sent by a newer service) reads as `UNSPECIFIED`, the contract's
 "not set / unknown" zero value, instead of failing: `TurnOutcome(99) is TurnOutcome.UNSPECIFIED`.
@@ -13,7 +14,9 @@ The exact number stays in the `raw` message of the value it came with (docs/deci
 from __future__ import annotations
 
 import re
-from enum import IntEnum
+from enum import IntEnum, StrEnum
+
+from turngate.v1 import turngate_pb2 as pb
 
 __all__ = [
     "ErrorReason",
@@ -122,33 +125,48 @@ class InteractionStatus(ContractEnum):
     """Withdrawn by a Stop or by the turn's settlement; a later answer is refused."""
 
 
-class ErrorReason(ContractEnum):
-    """Why the service refused a request; the name is `google.rpc.ErrorInfo`'s reason.
-    UNSPECIFIED: the error carried no reason of the contract (or one this SDK does not know)."""
+class ErrorReason(StrEnum):
+    """Why the service refused a request: `google.rpc.ErrorInfo`'s reason. A string enum, so a
+    reason still equals its name (`reason == "SESSION_TURN_IN_USE"`), as when the SDK gave plain
+    strings; UNSPECIFIED ("", falsy) when the error carried no reason of the contract, or one this
+    SDK does not know (a newer service's). `number` is the contract's `ErrorReason` number."""
 
-    UNSPECIFIED = 0
-    SESSION_TURN_IN_USE = 1
+    UNSPECIFIED = ""
+    SESSION_TURN_IN_USE = "SESSION_TURN_IN_USE"
     """Another turn is running in the session (retry later)."""
-    SESSION_STOPPING = 2
+    SESSION_STOPPING = "SESSION_STOPPING"
     """Another turn is stopping; the session frees when it settles (retry later)."""
-    TURN_CANCELLED = 3
+    TURN_CANCELLED = "TURN_CANCELLED"
     """This turn was cancelled before it started; never retry it."""
-    TURN_ALREADY_SETTLED = 4
+    TURN_ALREADY_SETTLED = "TURN_ALREADY_SETTLED"
     """This turn already ran and settled."""
-    TURN_OWNED_BY_OTHER_RUNNER = 5
+    TURN_OWNED_BY_OTHER_RUNNER = "TURN_OWNED_BY_OTHER_RUNNER"
     """This turn is active under another runner id."""
-    TURN_NOT_ACTIVE = 6
+    TURN_NOT_ACTIVE = "TURN_NOT_ACTIVE"
     """The lease presented is not the active turn's (a write from a stale runner)."""
-    INTERACTION_NOT_PENDING = 7
+    INTERACTION_NOT_PENDING = "INTERACTION_NOT_PENDING"
     """The interaction is resolved, cancelled or unknown; the first answer won."""
-    LIMIT_EXCEEDED = 8
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
     """A limit was exceeded (per turn, per project, per watcher)."""
-    TURN_HELD_BY_OTHER_PRINCIPAL = 9
+    TURN_HELD_BY_OTHER_PRINCIPAL = "TURN_HELD_BY_OTHER_PRINCIPAL"
     """The turn was admitted to another authenticated principal."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> ErrorReason | None:
+        return cls.UNSPECIFIED if isinstance(value, str) else None
 
     @classmethod
     def named(cls, name: str) -> ErrorReason:
         """The reason an `ErrorInfo` names (`SESSION_TURN_IN_USE`); UNSPECIFIED for '' or a name
         this SDK does not know."""
-        member = cls.__members__.get(name)
-        return member if member is not None else cls.UNSPECIFIED
+        return cls(name)
+
+    @property
+    def proto_name(self) -> str:
+        """The contract's name of this value, e.g. `ERROR_REASON_TURN_CANCELLED`."""
+        return f"{_prefix(type(self).__name__)}{self.name}"
+
+    @property
+    def number(self) -> int:
+        """The contract's number of this value (`AdmissionRefusal.reason`)."""
+        return pb.ErrorReason.Value(self.proto_name)
