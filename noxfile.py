@@ -20,7 +20,14 @@ ROOT = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 CHANGELOG = ROOT / "CHANGELOG.md"
 
-MYPY_TARGETS = ("service/turngate/service", "clients/turngate/client", "tests", "bench")
+MYPY_TARGETS = (
+    "service/turngate/service",
+    "clients/turngate/client",
+    "tests",
+    "bench",
+    "hatch_build.py",
+    "noxfile.py",
+)
 BENCHMARKS = {"redis_mode": "bench/redis_mode.py", "overhead": "bench/overhead.py"}
 
 nox.needs_version = ">=2024.10.9"
