@@ -18,6 +18,11 @@ _ID = re.compile(limits.ID_PATTERN)
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
+def is_identifier(value: str) -> bool:
+    """Whether `value` follows the contract's id grammar (`limits.ID_PATTERN`)."""
+    return _ID.fullmatch(value) is not None
+
+
 class InvalidArgument(Exception):
     """A request broke the contract's input rules; `violations` are (field path, description)."""
 
@@ -47,7 +52,7 @@ class Checker:
         if not value:
             if required:
                 self.fail(field, "is required")
-        elif not _ID.fullmatch(value):
+        elif not is_identifier(value):
             self.fail(field, f"must match {limits.ID_PATTERN}")
         return value
 
@@ -112,10 +117,6 @@ class Checker:
             names = ", ".join(e.name for e in allowed.values())
             self.fail(field, f"must be one of {names}")
         return chosen
-
-
-def _choices(*values: _E) -> dict[int, _E]:
-    return {int(v): v for v in values}
 
 
 def choices(*values: _E) -> dict[int, _E]:

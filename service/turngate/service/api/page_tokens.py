@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 
+from turngate.service.api.fields import is_identifier
 from turngate.service.core import limits
 
-_ID = re.compile(limits.ID_PATTERN)
 _MAX_TOKEN = 400
 
 
@@ -32,7 +31,7 @@ def active_page_position(token: str) -> tuple[int, str] | None:
         return None
     deadline, session_id = raw[1:].split("/", 1)
     position = _int64(deadline)
-    return None if position is None or not _ID.fullmatch(session_id) else (position, session_id)
+    return None if position is None or not is_identifier(session_id) else (position, session_id)
 
 
 def _encode(text: str) -> str:
@@ -40,7 +39,7 @@ def _encode(text: str) -> str:
 
 
 def _decode(token: str) -> str | None:
-    if len(token) > 400:
+    if len(token) > _MAX_TOKEN:
         return None
     try:
         return base64.urlsafe_b64decode(token.encode()).decode()

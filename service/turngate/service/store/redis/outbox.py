@@ -74,7 +74,7 @@ def sort_entries(read: Read) -> Sorted:
         except (KeyError, ValueError) as exc:
             k, s = fields.get(b"k", b""), fields.get(b"s", b"")
             found.malformed.append(
-                Malformed(bucket, entry_id, k, s, f"malformed outbox entry: {reason(exc)}")
+                Malformed(bucket, entry_id, k, s, f"malformed outbox entry: {described(exc)}")
             )
             continue
         found.by_session.setdefault(key, []).append(Entry(bucket, entry_id, key, seq))
@@ -84,7 +84,7 @@ def sort_entries(read: Read) -> Sorted:
 _REASON_CHARS = 1_000
 
 
-def reason(exc: BaseException) -> str:
+def described(exc: BaseException) -> str:
     """What went wrong, in one short line."""
     lines = str(exc).splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:_REASON_CHARS]

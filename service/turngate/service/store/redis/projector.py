@@ -35,7 +35,7 @@ from turngate.service.ledger.record import record_sessions
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import unavailable_on_failure
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, member, seq_of
-from turngate.service.store.redis.outbox import Entry, Outbox, Raw, Read, reason, sort_entries
+from turngate.service.store.redis.outbox import Entry, Outbox, Raw, Read, described, sort_entries
 
 log = logging.getLogger("turngate.projector")
 
@@ -339,7 +339,7 @@ class LedgerProjector:
         except StoreUnavailable:
             raise
         except Exception as exc:
-            raise _EventFailed(found[0][1][0], reason(exc)) from exc
+            raise _EventFailed(found[0][1][0], described(exc)) from exc
 
     async def _skip_failed_event(self, key: SessionKey, failure: _EventFailed) -> None:
         """Dead-letters the event that failed alone and moves the cursor past it, under the cursor
