@@ -55,6 +55,15 @@ def test_migrate_creates_the_schema_and_a_second_run_changes_nothing(tmp_path: P
     assert dump(store) == schema
 
 
+def test_migrate_takes_no_calls_so_an_images_wildcard_listen_asks_for_no_tokens_file(tmp_path: Path) -> None:
+    store = sqlite_url(tmp_path / "z.db")
+    migrated = run_cli(tmp_path, "migrate", "--store", store, env={"TURNGATE_LISTEN": "0.0.0.0:50051"})
+    assert migrated.returncode == 0, migrated.stderr
+    refused = run_cli(tmp_path, "serve", "--store", store, env={"TURNGATE_LISTEN": "0.0.0.0:50051"})
+    assert refused.returncode == 2
+    assert "without --auth-file" in refused.stderr
+
+
 def test_serve_on_a_port_in_use_exits_1_with_a_clear_line(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -45,6 +45,15 @@ async def test_health_is_serving_for_the_server_and_each_service_while_the_store
         await wait_for_health(health, SERVING, service)
 
 
+async def test_health_lists_the_server_each_service_and_liveness(client: Client) -> None:
+    health = health_pb2_grpc.HealthStub(client.channel)
+    await wait_for_health(health, SERVING)
+    listed = await health.List(health_pb2.HealthListRequest())
+    assert {name: reply.status for name, reply in listed.statuses.items()} == {
+        name: SERVING for name in ("", *SERVICES, "liveness")
+    }
+
+
 async def test_health_is_not_serving_while_the_store_does_not_answer(
     own_server: OwnServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -196,6 +196,7 @@ def test_a_reason_added_to_the_contract_later_is_still_a_refusal_of_its_family()
         (grpc.StatusCode.UNAVAILABLE, ServiceUnavailable),
         (grpc.StatusCode.DEADLINE_EXCEEDED, ServiceUnavailable),
         (grpc.StatusCode.ABORTED, ServiceUnavailable),  # contention: no reason
+        (grpc.StatusCode.CANCELLED, ServiceUnavailable),  # by a draining server, not the caller
         (grpc.StatusCode.NOT_FOUND, NotFound),
         (grpc.StatusCode.UNAUTHENTICATED, NotAuthenticated),
         (grpc.StatusCode.PERMISSION_DENIED, PermissionDenied),

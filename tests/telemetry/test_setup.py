@@ -112,3 +112,10 @@ def test_a_bad_metrics_address_refuses_to_start_and_a_taken_one_exits_1(tmp_path
     assert result.returncode == 1
     assert f"turngate: cannot serve metrics on {address}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_empty_turngate_metrics_listen_turns_the_metrics_listener_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TURNGATE_METRICS_LISTEN", "")
+    assert Settings().metrics_listen is None

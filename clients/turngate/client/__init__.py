@@ -113,9 +113,10 @@ child of the current span, carrying the W3C traceparent; without it nothing is t
   and `client.active_sessions()` (async iterators over pages).
 
 Errors: every failed call raises a `TurngateError` (`code`, `reason`: an `ErrorReason`);
-`ServiceUnavailable` once network blips (UNAVAILABLE, DEADLINE_EXCEEDED, contention) outlast the
-retries, which use exponential backoff with jitter (a TLS handshake that fails is one: the
-message says why). A refusal for one of the contract's reasons is a `Refused`, in families:
+`ServiceUnavailable` once network blips (UNAVAILABLE, DEADLINE_EXCEEDED, contention, a draining
+server's CANCELLED) outlast the retries, which use exponential backoff with jitter (a TLS
+handshake that fails is one: the message says why). A refusal for one of the contract's reasons
+is a `Refused`, in families:
 `AdmissionRefused` (above), `WriteRefused` (a runner's writes: `TurnNotActive`,
 `TurnHeldByOtherPrincipal`), `ControlRefused` (a gateway's: `InteractionNotPending`) and
 `LimitExceeded` (`limit`). `NotAuthenticated` (no token, or one the service does not know) and

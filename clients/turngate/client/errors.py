@@ -53,8 +53,8 @@ class TurngateError(Exception):
 
 
 class ServiceUnavailable(TurngateError):
-    """The service could not be reached (UNAVAILABLE, DEADLINE_EXCEEDED, contention) within the
-    retry budget; nothing is known to have changed."""
+    """The service could not be reached (UNAVAILABLE, DEADLINE_EXCEEDED, contention, CANCELLED by a
+    draining server) within the retry budget; nothing is known to have changed."""
 
 
 class InvalidRequest(TurngateError):
@@ -250,7 +250,11 @@ def _fields(refusal: AdmissionRefusal | None) -> dict[str, Any]:
     }
 
 
-_TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+# CANCELLED too: a draining server cancels calls it received but never started (grpc-core issue
+# 41785); a caller's own cancellation is asyncio.CancelledError, never a status.
+_TRANSIENT = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+)
 
 
 def transient(error: grpc.aio.AioRpcError) -> bool:

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from turngate.client.hosts import is_loopback
@@ -19,6 +19,16 @@ Seconds = Annotated[float, Field(allow_inf_nan=False)]
 _LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+|\*):(\d{1,5})$")
 SQL_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _host_port(value: str) -> str:
+    match = _LISTEN.match(value)
+    if match is None or not 0 <= int(match.group(2)) <= 65535:
+        raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:50051 or [::1]:50051")
+    return value
+
+
+HostPort = Annotated[str, AfterValidator(_host_port)]
 
 
 def _seconds(us: int) -> float:
@@ -31,7 +41,7 @@ DAY = _seconds(limits.DAY)
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TURNGATE_", extra="forbid", frozen=True)
 
-    listen: str = "127.0.0.1:50051"
+    listen: HostPort = "127.0.0.1:50051"
     store: str = "sqlite+aiosqlite:///./turngate.db"
     # With a Redis store: the SQL database that keeps the durable history (the ledger).
     ledger: str | None = None
@@ -66,12 +76,20 @@ class Settings(BaseSettings):
     # ... and one that failed this many deliveries while others commit goes to the dead letters.
     max_deliveries: int = Field(5, ge=1, le=1_000)
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    # SIGTERM: how long a replica goes on serving while its health says NOT_SERVING, so load
+    # balancers stop sending calls before it stops accepting them (SIGINT skips it).
+    drain_delay: Seconds = Field(2.0, ge=0.0, le=3600.0)
+    # ... then how long calls in flight may take to finish before they are cancelled.
     shutdown_grace: Seconds = Field(10.0, ge=0.0, le=3600.0)
+    # A client connection is asked to move (GOAWAY) after about this long, so long-lived clients
+    # spread over new replicas; its calls then get max_connection_age_grace to finish (off: None).
+    max_connection_age: Seconds | None = Field(None, ge=1.0, le=DAY * 30)
+    max_connection_age_grace: Seconds = Field(30.0, ge=0.0, le=DAY)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # `text`: one human-readable line per record (state changes add logfmt fields); `json`: one object.
     log_format: Literal["text", "json"] = "text"
-    # Where to serve Prometheus text at /metrics (off by default).
-    metrics_listen: str | None = None
+    # Where to serve Prometheus text at /metrics (off by default; empty = off).
+    metrics_listen: HostPort | None = None
 
     # Security (README "Securing turngate"): bearer tokens, TLS, and the limits every caller meets.
     auth_file: Path | None = None
@@ -94,15 +112,11 @@ class Settings(BaseSettings):
     keepalive_time: Seconds = Field(30.0, ge=1.0, le=DAY)
     keepalive_timeout: Seconds = Field(10.0, ge=0.1, le=3600.0)
 
-    @field_validator("listen", "metrics_listen")
+    @field_validator("metrics_listen", mode="before")
     @classmethod
-    def _host_port(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        match = _LISTEN.match(value)
-        if match is None or not 0 <= int(match.group(2)) <= 65535:
-            raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:50051 or [::1]:50051")
-        return value
+    def _empty_is_off(cls, value: object) -> object:
+        # TURNGATE_METRICS_LISTEN= turns off what an image's environment turned on.
+        return None if value == "" else value
 
     @field_validator("store")
     @classmethod
@@ -157,6 +171,17 @@ def host_and_port(address: str) -> tuple[str, int]:
     """The host to bind and the port of a validated HOST:PORT (`*` is every IPv4 address)."""
     host, port = address.rsplit(":", 1)
     return ("0.0.0.0" if host == "*" else host.strip("[]")), int(port)
+
+
+def local_target(listen: str) -> str:
+    """The gRPC target through which a process on this host reaches a server listening on
+    `listen`: a wildcard host (every address) is reached at loopback."""
+    host, port = host_and_port(listen)
+    if host == "0.0.0.0":
+        return f"127.0.0.1:{port}"
+    if host == "::":
+        return f"[::1]:{port}"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def describe(error: ValidationError, what: str = "settings") -> str:

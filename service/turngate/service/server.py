@@ -7,7 +7,7 @@ import logging
 import signal
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from turngate.client.tasks import cancel_all
@@ -23,7 +23,7 @@ from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, open_backend, project_when_ready, projector_for
 from turngate.service.config import Settings
 from turngate.service.core import limits
-from turngate.service.ports.store import StoreUnavailable
+from turngate.service.health import Health, follow_store
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.telemetry import instrument
@@ -49,7 +49,7 @@ class TurngateServer:
         self.port = 0
         self._backend: Backend | None = None
         self._hub: WatchHub | None = None
-        self._health = health.aio.HealthServicer()
+        self._health = Health(SERVICE_NAMES)
         self._gatekeeper = Gatekeeper(None)
         self._certificates: ServerCertificates | None = None
         self._grpc: grpc.aio.Server | None = None
@@ -123,9 +123,14 @@ class TurngateServer:
             await backend.close()
             raise ListenError(f"cannot listen on {settings.listen}: {error}") from error
         self._grpc = server
-        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         await server.start()
-        loops = [watchdog.run, self._report_health, *backend.loops, *instrumented.loops]
+        loops = [
+            watchdog.run,
+            # The store's ping looked up at each call, as a test may swap it.
+            lambda: follow_store(self._health, lambda: self.store.ping(), _HEALTH_INTERVAL),
+            *backend.loops,
+            *instrumented.loops,
+        ]
         self._tasks = [asyncio.create_task(loop()) for loop in loops]
 
     def reload(self) -> None:
@@ -145,9 +150,15 @@ class TurngateServer:
             except TlsError as error:
                 log.error("kept the current TLS certificates: %s", error)
 
-    async def stop(self) -> None:
-        """Stops accepting, ends watch streams cleanly, drains in-flight RPCs, then closes the store."""
-        await self._health.enter_graceful_shutdown()
+    async def stop(self, drain_delay: float = 0.0) -> None:
+        """Drains, then closes (docs/deploying.md, Draining): health NOT_SERVING at once, watchers
+        told first; `drain_delay` seconds more of serving so load balancers notice; then watch
+        streams end with UNAVAILABLE (their clients resume elsewhere), no new call is taken, calls
+        in flight get `shutdown_grace` to finish; then the background loops and the store close.
+        The drain settles nothing: a turn in flight stays admitted for its runner to go on with."""
+        await self._health.drain()
+        await asyncio.sleep(drain_delay)
+        await self._health.close()
         if self._hub is not None:
             self._hub.close()
         if self._grpc is not None:
@@ -155,31 +166,6 @@ class TurngateServer:
         await _stop_loops(self._tasks)
         if self._backend is not None:
             await self._backend.close()
-
-    async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
-        for name in ("", *SERVICE_NAMES):
-            await self._health.set(name, status)
-
-    async def _report_health(self) -> None:
-        """SERVING only while the store answers."""
-        serving: bool | None = None
-        while True:
-            try:
-                await asyncio.wait_for(self.store.ping(), timeout=_HEALTH_INTERVAL * 2)
-                now_serving = True
-            except (StoreUnavailable, TimeoutError):
-                now_serving = False
-            if now_serving != serving:
-                serving = now_serving
-                await self._set_health(
-                    health_pb2.HealthCheckResponse.SERVING
-                    if serving
-                    else health_pb2.HealthCheckResponse.NOT_SERVING
-                )
-                log.log(
-                    logging.INFO if serving else logging.WARNING, "store %s", "answers" if serving else "down"
-                )
-            await asyncio.sleep(_HEALTH_INTERVAL)
 
     async def __aenter__(self) -> TurngateServer:
         await self.start()
@@ -194,6 +180,20 @@ def _tokens(settings: Settings) -> Tokens | None:
 
 
 def _grpc_options(settings: Settings) -> list[tuple[str, int]]:
+    return [*_base_options(settings), *_connection_age_options(settings)]
+
+
+def _connection_age_options(settings: Settings) -> list[tuple[str, int]]:
+    if settings.max_connection_age is None:
+        return []
+    # grpc-core adds ±10% jitter to the age, so connections made together do not move together.
+    return [
+        ("grpc.max_connection_age_ms", round(settings.max_connection_age * 1000)),
+        ("grpc.max_connection_age_grace_ms", round(settings.max_connection_age_grace * 1000)),
+    ]
+
+
+def _base_options(settings: Settings) -> list[tuple[str, int]]:
     return [
         # A second server on a busy port must fail, not silently share it.
         ("grpc.so_reuseport", 0),
@@ -214,23 +214,31 @@ async def _stop_loops(tasks: list[asyncio.Task[None]]) -> None:
         log.error("background loop failed", exc_info=error)
 
 
-async def _until_signalled() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
+async def _until_signalled() -> signal.Signals:
+    """The first SIGTERM or SIGINT received."""
+    received: asyncio.Future[signal.Signals] = asyncio.get_running_loop().create_future()
+
+    def receive(sig: signal.Signals) -> None:
+        if not received.done():
+            received.set_result(sig)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+        asyncio.get_running_loop().add_signal_handler(sig, receive, sig)
+    return await received
 
 
 async def serve(settings: Settings) -> None:
-    """Runs one replica until SIGTERM or SIGINT, then shuts it down gracefully; SIGHUP reloads
-    the tokens file."""
+    """Runs one replica until SIGTERM or SIGINT, then drains it (`TurngateServer.stop`); SIGHUP
+    reloads the tokens file."""
     if settings.insecure and settings.auth_file is None and settings.listens_beyond_loopback:
         log.warning(
             "INSECURE: listening on %s with no --auth-file: anyone who can connect may run and stop turns",
             settings.listen,
         )
-    async with TurngateServer(settings) as server:
+    server = TurngateServer(settings)
+    await server.start()
+    drain_delay = 0.0
+    try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.reload)
         log.info(
             "turngate listening on %s (port %d, %s, %s)",
@@ -239,8 +247,12 @@ async def serve(settings: Settings) -> None:
             "TLS" if settings.tls else "plaintext",
             "tokens" if settings.auth_file else "no authentication",
         )
-        await _until_signalled()
-        log.info("turngate shutting down")
+        # Ctrl-C comes from a person at a terminal, not from an orchestrator behind a load balancer.
+        if await _until_signalled() == signal.SIGTERM:
+            drain_delay = settings.drain_delay
+        log.info("turngate shutting down (draining for %gs)", drain_delay)
+    finally:
+        await server.stop(drain_delay)
 
 
 async def project(settings: Settings) -> None:

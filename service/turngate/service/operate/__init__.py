@@ -6,6 +6,7 @@
     turngate turn show TURN --session SESSION     with its tool calls and interactions
     turngate turn list SESSION [--limit N]
     turngate sessions busy [--limit N]            sessions with an active turn, earliest deadline first
+    turngate health [--service NAME]              gRPC health; exit 0 only on SERVING
 
 Each takes `--target HOST:PORT` (TURNGATE_TARGET), `--project ID` (TURNGATE_PROJECT),
 `--timeout SECONDS` (TURNGATE_TIMEOUT) and `--json`; a bearer token by `--token-file FILE`

@@ -38,8 +38,8 @@ from turngate.client import (
     tls_credentials,
 )
 from turngate.client.auth import check_token
-from turngate.service.config import Seconds, describe
-from turngate.service.operate import render
+from turngate.service.config import HostPort, Seconds, describe, local_target
+from turngate.service.operate import health, render
 from turngate.service.operate.exits import ExitCode
 
 Operation = Callable[[Client, argparse.Namespace], Awaitable[ExitCode]]
@@ -58,6 +58,8 @@ class Target(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TURNGATE_", extra="forbid", frozen=True)
 
     target: str = Field("127.0.0.1:50051", min_length=1)
+    # The server's own listen address (`serve`): `health` probes it when no target is given.
+    listen: HostPort | None = None
     project: str = "default"
     # Each call's deadline, retries of network blips included.
     timeout: Seconds = Field(5.0, gt=0.0, le=3600.0)
@@ -68,6 +70,13 @@ class Target(BaseSettings):
     tls_ca: Path | None = None
     client_cert: Path | None = None
     client_key: Path | None = None
+
+    def health_target(self) -> str:
+        """Where `health` calls: the target if one was given (flag or TURNGATE_TARGET), else the
+        server's own listen address (TURNGATE_LISTEN) reached from this host, else the default."""
+        if "target" in self.model_fields_set or self.listen is None:
+            return self.target
+        return local_target(self.listen)
 
     def client_options(self) -> ClientOptions:
         """The SDK client's options: deadlines, the token (read from its file) and TLS (its files
@@ -97,7 +106,7 @@ class Target(BaseSettings):
 
 
 def _target(args: argparse.Namespace) -> Target:
-    given = {name: value for name in Target.model_fields if (value := getattr(args, name)) is not None}
+    given = {name: value for name in Target.model_fields if (value := getattr(args, name, None)) is not None}
     if "token" in given or "token_file" in given:  # a flag overrides either variable
         given = {"token": None, "token_file": None, **given}
     return Target(**given)
@@ -115,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         return _fail(str(error), ExitCode.USAGE)
     logging.basicConfig(level=logging.WARNING, format="turngate: %(message)s")
+    if args.command == "health":
+        return asyncio.run(health.check(target.health_target(), options, args.service))
     try:
         return asyncio.run(_call(args.operation, args, target, options))
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C or SIGTERM (`watch` ends with 0)

@@ -9,7 +9,7 @@ from typing import TypeAlias, TypeVar
 from turngate.service.operate import commands
 from turngate.service.operate.exits import EPILOG
 
-COMMANDS = frozenset({"status", "watch", "stop", "turn", "sessions"})
+COMMANDS = frozenset({"status", "watch", "stop", "turn", "sessions", "health"})
 """The `turngate` subcommands defined here (`run` them)."""
 
 N = TypeVar("N", int, float)
@@ -70,11 +70,11 @@ def _common() -> argparse.ArgumentParser:
 
 
 def add_commands(subcommands: Subcommands) -> None:
-    """Adds `status`, `watch`, `stop`, `turn show|list` and `sessions busy` to `subcommands`."""
+    """Adds `status`, `watch`, `stop`, `turn show|list`, `sessions busy` and `health` to `subcommands`."""
     common = _common()
 
     def add(
-        parent: Subcommands, name: str, summary: str, operation: commands.Operation
+        parent: Subcommands, name: str, summary: str, operation: commands.Operation | None
     ) -> argparse.ArgumentParser:
         parser = parent.add_parser(
             name,
@@ -127,6 +127,20 @@ def add_commands(subcommands: Subcommands) -> None:
     listing = add(turn, "list", "a session's turns, newest first", commands.turn_list)
     listing.add_argument("session", metavar="SESSION")
     _limit(listing)
+
+    health = add(
+        subcommands,
+        "health",
+        "the service's gRPC health: prints it, exits 0 only on SERVING (a container's HEALTHCHECK); "
+        "without --target or TURNGATE_TARGET, asks the server this host runs at TURNGATE_LISTEN",
+        None,
+    )
+    health.add_argument(
+        "--service",
+        default="",
+        metavar="NAME",
+        help="'' (default: the whole server, ready for calls), 'liveness', or a turngate.v1 service",
+    )
 
     sessions = subcommands.add_parser("sessions", help="the project's sessions").add_subparsers(
         dest="sessions_command", metavar="COMMAND", required=True
