@@ -77,7 +77,8 @@ def last_release(session: nox.Session) -> str | None:
 
 @nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
-    """ruff, ruff format, mypy, import-linter, buf lint, buf breaking: all run, failures listed."""
+    """ruff, ruff format, mypy, import-linter, buf lint, buf breaking, hadolint: all run, failures
+    listed."""
     baseline = last_release(session)
     checks: list[tuple[str, list[str] | None]] = [
         ("ruff check", [tool("ruff"), "check", "."]),
@@ -86,6 +87,7 @@ def lint(session: nox.Session) -> None:
         ("lint-imports", [tool("lint-imports")]),
         ("buf lint", [tool("buf"), "lint"]),
         ("buf breaking", [tool("buf"), "breaking", "--against", baseline] if baseline else None),
+        ("hadolint", [tool("hadolint"), "Dockerfile"]),
     ]
     failed = []
     for name, command in checks:

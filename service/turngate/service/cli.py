@@ -122,6 +122,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     given: dict[str, Any] = {
         name: value for name, value in vars(args).items() if name != "command" and value is not None
     }
+    if args.command != "serve":
+        # `migrate` and `project` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… must not
+        # make them ask for a tokens file.
+        given["listen"] = "127.0.0.1:0"
     return Settings(**given)
 
 
