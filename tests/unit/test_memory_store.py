@@ -5,6 +5,8 @@ deadline index, its clock, and StoreUnavailable while it is down."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -268,3 +270,44 @@ async def test_a_cancelled_caller_neither_interrupts_its_write_nor_skips_the_lis
         await caller
     await asyncio.wait_for(committed.wait(), timeout=5)
     assert [e.body.kind for e in await store.events_after(KEY, 0, 10)] == ["turn_admitted"]
+
+
+async def test_a_cancelled_callers_attempt_that_then_fails_is_consumed_never_left_never_retrieved(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A caller cancelled (its deadline passed) while its write waits; the write then fails: its
+    exception is logged at DEBUG, and asyncio never reports "Task exception was never retrieved"."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    handler = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+        store = MemoryStore()
+        decided, release = asyncio.Event(), asyncio.Event()
+
+        async def hold(_key: SessionKey, _command: Command) -> None:
+            decided.set()
+            await release.wait()
+
+        store.before_write = hold
+        before = asyncio.all_tasks()
+        caller = asyncio.create_task(store.apply(KEY, admit("t1")))
+        await decided.wait()
+        [attempt] = asyncio.all_tasks() - before - {caller}
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        store.data.down = True  # the write the attempt goes on with fails
+        with caplog.at_level(logging.DEBUG, logger="turngate.service.store.cas"):
+            release.set()
+            # Waited for without retrieving its outcome, as nobody else is left to.
+            await asyncio.wait([attempt])
+            del attempt
+            gc.collect()
+    finally:
+        loop.set_exception_handler(handler)
+
+    assert [context["message"] for context in reported] == []
+    [consumed] = [r for r in caplog.records if r.name == "turngate.service.store.cas"]
+    assert (consumed.levelno, "caller was cancelled" in consumed.getMessage()) == (logging.DEBUG, True)
+    assert store.data.rows == {}

@@ -7,9 +7,9 @@ import asyncio
 import logging
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from turngate.service.core import Command, Decision, Session, SessionKey, decide
 from turngate.service.ports.store import (
@@ -42,6 +42,8 @@ class CompareAndSetStore(Store, ABC):
         self._max_attempts = max_attempts
         self._listeners: list[CommitListener] = []
         self._observers: list[Observer] = []
+        # Attempts whose callers were cancelled, kept referenced until they end.
+        self._abandoned: set[asyncio.Future[Applied | None]] = set()
 
     @abstractmethod
     async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
@@ -58,7 +60,7 @@ class CompareAndSetStore(Store, ABC):
         with traces.applying(key, command) as span:
             for attempt in range(self._max_attempts):
                 with self._unavailable_on_failure():
-                    applied = await asyncio.shield(self._attempt_and_notify(key, command))
+                    applied = await self._shielded(self._attempt_and_notify(key, command))
                 if applied is not None:
                     traces.applied(span, applied, attempts=attempt + 1)
                     return applied.decision
@@ -66,6 +68,22 @@ class CompareAndSetStore(Store, ABC):
                 if attempt:
                     await asyncio.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)))
         raise StoreContention(f"{key}: lost the compare-and-set {self._max_attempts} times in a row")
+
+    async def _shielded(self, attempt: Coroutine[Any, Any, Applied | None]) -> Applied | None:
+        """`attempt`, run to its end even if the caller is cancelled; then whatever it fails with
+        is logged at DEBUG (nobody is left to be told) instead of never being retrieved."""
+        task = asyncio.ensure_future(attempt)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._abandoned.add(task)
+            task.add_done_callback(self._finish_abandoned)
+            raise
+
+    def _finish_abandoned(self, task: asyncio.Future[Applied | None]) -> None:
+        self._abandoned.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            _log.debug("a write whose caller was cancelled failed: %r", error)
 
     def _decide(self, state: Session, command: Command, now: int) -> Applied:
         """The core's decision, as every store takes it."""
