@@ -141,3 +141,20 @@ async def test_redis_refusing_writes_fails_the_apply_with_store_unavailable_and_
 
     assert await contents(redis_server, keys) == before
     assert [e.seq for e in (await store.apply(KEY, open_call("t1", generation, "c1"))).events] == [2]
+
+
+@pytest.mark.parametrize(("refuse", "accept"), REFUSING_WRITES.values(), ids=REFUSING_WRITES.keys())
+async def test_redis_refusing_writes_fails_the_health_probe_while_it_answers_ping_and_reads(
+    store: RedisStore, keys: Keyspace, refuse: RedisCall, accept: RedisCall
+) -> None:
+    await store.ping()
+
+    await refuse(store.client)
+    assert await store.client.ping()
+    await store.load(KEY)
+    with pytest.raises(StoreUnavailable):
+        await store.ping()
+    await accept(store.client)
+
+    await store.ping()
+    assert await store.client.exists(keys.probe()) == 0

@@ -22,6 +22,9 @@ SQLITE_BUSY_TIMEOUT_MS = 5_000
 # Without it an unreachable PostgreSQL host would hold a caller for asyncpg's default of 60 s.
 POSTGRES_CONNECT_TIMEOUT_S = 5.0
 
+# PostgreSQL's SQLSTATE for a relation that does not exist.
+_UNDEFINED_TABLE = "42P01"
+
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 
 
@@ -65,11 +68,17 @@ def make_engine(url: str | URL, *, sqlite_synchronous: SqliteSynchronous = "NORM
 def unavailable_on_failure() -> Iterator[None]:
     """Turns the database failing or being unreachable into StoreUnavailable.
 
-    Errors that mean a bug or a bad schema (integrity, programming, data) propagate as they are.
+    Errors that mean a bug or a bad schema (integrity, programming, data) propagate as they are,
+    except a table that does not exist yet: the database has not been migrated (SQLite reports it
+    as an OperationalError, which is unavailable like any other).
     """
     try:
         yield
-    except (IntegrityError, ProgrammingError, DataError):
+    except ProgrammingError as exc:
+        if getattr(exc.orig, "sqlstate", None) == _UNDEFINED_TABLE:
+            raise StoreUnavailable(f"database not migrated yet: {str(exc.orig).splitlines()[0]}") from exc
+        raise
+    except (IntegrityError, DataError):
         raise
     except (DBAPIError, PoolTimeout, OSError, TimeoutError) as exc:
         # SQLAlchemy appends the statement and a help link on later lines: keep the cause only.

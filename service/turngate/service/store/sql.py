@@ -24,6 +24,9 @@ _SESSION = and_(
 )
 # The compare-and-set: its SET clause comes from the parameters (version, doc, deadline_at, …).
 _UPDATE_IF_UNCHANGED = sessions.update().where(_SESSION, sessions.c.version == bindparam("key_version"))
+# The health probe's write, of a session no id can name (ids are never empty): it changes nothing.
+_PROBE_KEY = SessionKey("", "")
+_PROBE = sessions.update().where(_SESSION).values(version=sessions.c.version)
 
 
 class _Conflict(Exception):
@@ -173,7 +176,12 @@ class SqlStore(CompareAndSetStore):
                 return (await conn.execute(query)).scalar_one()
 
     async def ping(self) -> None:
-        await self.now()
+        """A write transaction that changes nothing: an UPDATE of no row, which still needs the
+        write lock (SQLite) or a writable database (not a PostgreSQL standby), and the schema."""
+        with unavailable_on_failure():
+            async with self._engine.connect() as conn:
+                await conn.execute(_PROBE, _key(_PROBE_KEY))
+                await conn.rollback()
 
     async def close(self) -> None:
         await self._engine.dispose()

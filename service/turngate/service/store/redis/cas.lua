@@ -1,5 +1,8 @@
+#!lua
 -- The Redis store's one write: a generic compare-and-set of a session document.
 -- It knows versions, keys, streams and the clock, never turn rules (those are decided in Python).
+-- The shebang (no flags) declares that it may write: Redis refuses to run it at all where it could
+-- not write (a read-only replica, out of memory), also when it would only confirm (the health probe).
 --
 -- KEYS: 1 doc hash, 2 session log stream, 3 bucket deadlines zset, 4 bucket outbox stream
 -- ARGV: 1 version the decision read, 2 the decision's `now` (µs), 3 how far behind TIME and

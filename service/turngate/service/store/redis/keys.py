@@ -9,6 +9,8 @@ Per bucket:
   `<prefix>:{b}:outbox`         stream, one entry per commit: `k` member, `s` last seq written
   `<prefix>:{b}:deadletter`     stream of what the ledger could never record: `k`, `s`, `reason`, and
                                 the event's `t`, `e` when there is one (see store/redis/projector.py)
+Never written:
+  `<prefix>:probe`              the document the health probe's compare-and-set confirms (version 0)
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ class Keyspace:
 
     def dead_letters(self, bucket: int) -> str:
         return f"{self._tag(bucket)}:deadletter"
+
+    def probe(self) -> str:
+        return f"{self.prefix}:probe"
 
     def all_buckets(self) -> range:
         return range(self.buckets)

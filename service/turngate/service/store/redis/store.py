@@ -249,8 +249,13 @@ class RedisStore(CompareAndSetStore):
         return sum(int(count) for count in counts)
 
     async def ping(self) -> None:
+        """The compare-and-set script confirming, on a key no session has, a decision that changed
+        nothing: Redis runs it only where it could write (cas.lua)."""
+        if not self._clock.calibrated:
+            await self.now()
+        args: list[str | int] = [0, self._clock.now(), BEHIND_LIMIT_US, AHEAD_LIMIT_US, ""]
         with unavailable_on_failure():
-            await self.client.ping()
+            await self._cas(keys=[self.keys.probe()], args=args)
 
     async def close(self) -> None:
         await self.client.aclose()
