@@ -9,6 +9,7 @@ import pytest
 
 from tests.contract.backends import REDIS_SERVER, delete_keyspace, unique_keyspace
 from tests.e2e.calls import admit, complete, heartbeat, refused, stop
+from tests.e2e.loops import AT_ONCE, BreakableSweeps, server_restarting
 from tests.e2e.servers import OwnServer
 from tests.e2e.watching import collect, watch
 from tests.telemetry.recorded import Labels, Recorded, labels
@@ -102,3 +103,19 @@ async def test_in_redis_mode_the_projector_reports_its_lag_and_dead_letters(
             assert installed.value("turngate.projector.dead_letters") == 0
     finally:
         delete_keyspace(REDIS_SERVER, keys)
+
+
+async def test_restarts_of_each_background_loop_are_counted_by_its_name(
+    installed: Recorded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    BreakableSweeps(monkeypatch, failures=3)  # the watchdog's sweeps at start fail three times
+    async with server_restarting(str(tmp_path), AT_ONCE):
+        await eventually(lambda: installed.value("turngate.loop.restarts", labels(loop="watchdog")) == 3)
+        restarts = {
+            at: installed.value("turngate.loop.restarts", at)
+            for at in installed.points("turngate.loop.restarts")
+        }
+        assert restarts == {
+            labels(loop="watchdog"): 3,
+            **{labels(loop=name): 0 for name in ("health", "sampler")},
+        }

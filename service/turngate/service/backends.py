@@ -1,7 +1,7 @@
 """The two ways to run: the embedded SQL store, or Redis for coordination plus a SQL ledger.
 
 Each gives the server a store, the turn history, an optional cross-replica watch feed, and the
-background loops it must run (the ledger projector and the feed in redis mode).
+background loops it must run, by name (the ledger projector and the feed in redis mode).
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -30,6 +29,7 @@ from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.projector import LedgerProjector
 from turngate.service.store.redis.store import RedisStore, connect
 from turngate.service.store.sql import open_store
+from turngate.service.supervise import Loop
 from turngate.service.watch import Feed
 
 log = logging.getLogger("turngate.backends")
@@ -43,7 +43,7 @@ class Backend:
     feed: Feed | None = None
     # Redis mode, unless told not to project: this replica's ledger projector.
     projector: LedgerProjector | None = None
-    loops: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+    loops: dict[str, Loop] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -72,13 +72,13 @@ def _redis_backend(settings: Settings) -> Backend:
         store,
         LiveHistory(Ledger(engine), store),
         feed=feed,
-        loops=[feed.run],
+        loops={"watch_feed": feed.run},
         closers=[store.close, feed.close, engine.dispose],
     )
     if settings.projector:
         backend.projector = projector = projector_for(settings, engine)
         store.add_listener(projector.on_commit)
-        backend.loops.append(lambda: project_when_ready(settings, projector))
+        backend.loops["projector"] = lambda: project_when_ready(settings, projector)
         backend.closers.append(projector.close)
     return backend
 

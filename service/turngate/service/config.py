@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     # spread over new replicas; its calls then get max_connection_age_grace to finish (off: None).
     max_connection_age: Seconds | None = Field(None, ge=1.0, le=DAY * 30)
     max_connection_age_grace: Seconds = Field(30.0, ge=0.0, le=DAY)
+    # Readiness turns NOT_SERVING while a background loop has been failing (restarted again and
+    # again) for longer than this.
+    loop_failure_grace: Seconds = Field(30.0, ge=0.0, le=3600.0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # `text`: one human-readable line per record (state changes add logfmt fields); `json`: one object.
     log_format: Literal["text", "json"] = "text"

@@ -1,4 +1,5 @@
-"""The composition root: store, watch hub, watchdog and the gRPC server, started and stopped in order."""
+"""The composition root: store, watch hub, watchdog and the gRPC server, started and stopped in order;
+the background loops run under a supervisor."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from turngate.client.tasks import cancel_all
 from turngate.service.api import decoding
 from turngate.service.api.admission import AdmissionService
 from turngate.service.api.control import ControlService
@@ -23,9 +23,10 @@ from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, open_backend, project_when_ready, projector_for
 from turngate.service.config import Settings
 from turngate.service.core import limits
-from turngate.service.health import Health, follow_store
+from turngate.service.health import STORE, Health, follow_store
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.cas import CompareAndSetStore
+from turngate.service.supervise import Supervisor
 from turngate.service.telemetry import instrument
 from turngate.service.telemetry.metrics import Sources
 from turngate.service.watch import WatchHub
@@ -49,11 +50,12 @@ class TurngateServer:
         self.port = 0
         self._backend: Backend | None = None
         self._hub: WatchHub | None = None
-        self._health = Health(SERVICE_NAMES)
+        self._health = Health(SERVICE_NAMES, waiting_for={STORE: "store not probed yet"})
+        # Its backoff may be changed before `start()` (tests restart loops at once).
+        self.supervisor = Supervisor(grace=settings.loop_failure_grace, report=self._health.report)
         self._gatekeeper = Gatekeeper(None)
         self._certificates: ServerCertificates | None = None
         self._grpc: grpc.aio.Server | None = None
-        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def backend(self) -> Backend:
@@ -96,6 +98,7 @@ class TurngateServer:
                 lag=projector.lag if projector else None,
                 watchers=lambda: hub.watchers,
                 dead_letters=(lambda: projector.dead_letters) if projector else None,
+                loop_restarts=self.supervisor.restarts,
             ),
         )
         server = grpc.aio.server(
@@ -124,14 +127,15 @@ class TurngateServer:
             raise ListenError(f"cannot listen on {settings.listen}: {error}") from error
         self._grpc = server
         await server.start()
-        loops = [
-            watchdog.run,
+        loops = {
+            "watchdog": watchdog.run,
             # The store's ping looked up at each call, as a test may swap it.
-            lambda: follow_store(self._health, lambda: self.store.ping(), _HEALTH_INTERVAL),
-            *backend.loops,
-            *instrumented.loops,
-        ]
-        self._tasks = [asyncio.create_task(loop()) for loop in loops]
+            "health": lambda: follow_store(self._health, lambda: self.store.ping(), _HEALTH_INTERVAL),
+            **backend.loops,
+            **instrumented.loops,
+        }
+        for name, loop in loops.items():
+            self.supervisor.start(name, loop)
 
     def reload(self) -> None:
         """Reads the tokens file and the TLS files again (SIGHUP). Calls already admitted and
@@ -156,14 +160,14 @@ class TurngateServer:
         streams end with UNAVAILABLE (their clients resume elsewhere), no new call is taken, calls
         in flight get `shutdown_grace` to finish; then the background loops and the store close.
         The drain settles nothing: a turn in flight stays admitted for its runner to go on with."""
-        await self._health.drain()
+        self._health.drain()
         await asyncio.sleep(drain_delay)
-        await self._health.close()
+        self._health.close()
         if self._hub is not None:
             self._hub.close()
         if self._grpc is not None:
             await self._grpc.stop(self.settings.shutdown_grace)
-        await _stop_loops(self._tasks)
+        await self.supervisor.stop()
         if self._backend is not None:
             await self._backend.close()
 
@@ -207,11 +211,6 @@ def _base_options(settings: Settings) -> list[tuple[str, int]]:
         # Clients (the SDK) may ping as often as every 10 s without being told to go away.
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ]
-
-
-async def _stop_loops(tasks: list[asyncio.Task[None]]) -> None:
-    for error in await cancel_all(tasks):
-        log.error("background loop failed", exc_info=error)
 
 
 async def _until_signalled() -> signal.Signals:
@@ -259,15 +258,23 @@ async def project(settings: Settings) -> None:
     """Runs only the ledger projector (redis mode) until SIGTERM or SIGINT."""
     engine = make_engine(settings.ledger or settings.store)
     projector = projector_for(settings, engine)
-    loops = [
-        lambda: project_when_ready(settings, projector),
-        *instrument.sampling(Sources(lag=projector.lag, dead_letters=lambda: projector.dead_letters)),
-    ]
-    tasks = [asyncio.create_task(loop()) for loop in loops]
+    supervisor = Supervisor(grace=settings.loop_failure_grace)
+    loops = {
+        "projector": lambda: project_when_ready(settings, projector),
+        **instrument.sampling(
+            Sources(
+                lag=projector.lag,
+                dead_letters=lambda: projector.dead_letters,
+                loop_restarts=supervisor.restarts,
+            )
+        ),
+    }
+    for name, loop in loops.items():
+        supervisor.start(name, loop)
     log.info("turngate projecting the outboxes of %s into the ledger", settings.redis_prefix)
     try:
         await _until_signalled()
     finally:
-        await _stop_loops(tasks)
+        await supervisor.stop()
         await projector.close()
         await engine.dispose()

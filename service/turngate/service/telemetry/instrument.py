@@ -17,10 +17,10 @@ Loop = Callable[[], Coroutine[Any, Any, None]]
 
 @dataclass(frozen=True, slots=True)
 class Instrumented:
-    """What the server adds: interceptors to its gRPC server, loops to its background tasks."""
+    """What the server adds: interceptors to its gRPC server, loops (by name) to its background tasks."""
 
     interceptors: list[grpc.aio.ServerInterceptor]
-    loops: list[Loop]
+    loops: dict[str, Loop]
 
 
 def server(store: Store, sources: Sources) -> Instrumented:
@@ -34,11 +34,11 @@ def server(store: Store, sources: Sources) -> Instrumented:
     return Instrumented(traces.server_interceptors(), sampling(sources))
 
 
-def sampling(sources: Sources) -> list[Loop]:
+def sampling(sources: Sources) -> dict[str, Loop]:
     """The loop that keeps a sampler of `sources` current, reported by the process's gauges from
     now on; none if no meter provider is installed."""
     process = process_metrics()
     if process is None:
-        return []
+        return {}
     process.sampler = sampler = Sampler(sources)
-    return [sampler.run]
+    return {"sampler": sampler.run}

@@ -4,7 +4,8 @@ Counters and histograms come from what the store decided: a store Observer sees 
 after its commit, whoever called it and whether or not the caller is still waiting. Gauges report
 at collection what a `Sampler` holds: the store's active turns and the projector's lag, which it
 reads every SAMPLE_INTERVAL_S (a collection runs on an exporter's or the HTTP server's thread and
-cannot wait on the event loop), and the hub's watchers and the projector's dead letters as they are.
+cannot wait on the event loop), and the hub's watchers, the projector's dead letters and the
+background loops' restarts as they are.
 
 The instruments are made once per process, because an SDK meter keeps the callbacks an observable
 instrument was first made with: they report the sampler of the server or projector started last.
@@ -13,7 +14,7 @@ instrument was first made with: they report the sampler of the server or project
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -59,9 +60,11 @@ class Sources:
     # Sampled every SAMPLE_INTERVAL_S: the store's active turns, the projector's outbox lag.
     active_turns: Callable[[], Awaitable[int]] | None = None
     lag: Callable[[], Awaitable[int]] | None = None
-    # Read at collection: the hub's open streams, the projector's dead letters.
+    # Read at collection: the hub's open streams, the projector's dead letters, and how often each
+    # background loop was restarted after a failure, by its name.
     watchers: Callable[[], int] | None = None
     dead_letters: Callable[[], int] | None = None
+    loop_restarts: Callable[[], Mapping[str, int]] | None = None
 
 
 class Sampler:
@@ -90,6 +93,9 @@ class Sampler:
 
     def dead_letters(self) -> int | None:
         return None if self.sources.dead_letters is None else self.sources.dead_letters()
+
+    def loop_restarts(self) -> Mapping[str, int]:
+        return {} if self.sources.loop_restarts is None else self.sources.loop_restarts()
 
 
 async def _read(sample: Callable[[], Awaitable[int]]) -> int | None:
@@ -149,6 +155,12 @@ class Metrics:
             "{entry}",
             "What this process's projector could not record and dead-lettered",
         )
+        meter.create_observable_counter(
+            "turngate.loop.restarts",
+            [self._restarts],
+            "{restart}",
+            "Background loops restarted after an unexpected failure, by loop",
+        )
 
     def _callback(
         self, value: Callable[[Sampler], int | None]
@@ -158,6 +170,10 @@ class Metrics:
             return [] if reported is None else [Observation(reported)]
 
         return observe
+
+    def _restarts(self, _options: CallbackOptions) -> Iterable[Observation]:
+        restarts = {} if self.sampler is None else self.sampler.loop_restarts()
+        return [Observation(count, prefixed({"loop": name})) for name, count in restarts.items()]
 
     def observe(self, _key: SessionKey, applied: Applied) -> None:
         """A store Observer: counts and measures one apply's decision."""
