@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import sys
 
+import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import make_engine
-from turngate.service.sql.migrate import alembic_config, migrate
+from turngate.service.sql.migrate import alembic_config, is_migrated, migrate
 from turngate.service.sql.tables import metadata
 
 
@@ -71,3 +74,38 @@ async def test_migrations_build_exactly_the_declared_tables(database_url: str) -
     async with engine.connect() as conn:
         assert await conn.run_sync(differences) == []
     await engine.dispose()
+
+
+async def migrate_to(url: str, revision: str) -> None:
+    """Upgrades the database at `url` to `revision`, as an older release would have."""
+
+    def upgrade(connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+    engine = make_engine(url)
+    async with engine.begin() as conn:
+        await conn.run_sync(upgrade)
+    await engine.dispose()
+
+
+async def test_a_database_is_migrated_at_the_newest_schema_or_at_one_a_newer_release_made(
+    blank_database_url: str,
+) -> None:
+    assert not await is_migrated(blank_database_url)
+    await migrate_to(blank_database_url, "0001")
+    assert not await is_migrated(blank_database_url), "an older release's schema is behind"
+    await migrate(blank_database_url)
+    assert await is_migrated(blank_database_url)
+
+    engine = make_engine(blank_database_url)
+    async with engine.begin() as conn:
+        await conn.execute(text("UPDATE alembic_version SET version_num = 'a-newer-release'"))
+    await engine.dispose()
+    assert await is_migrated(blank_database_url)
+
+
+async def test_whether_an_unreachable_database_is_migrated_is_unknown() -> None:
+    with pytest.raises(StoreUnavailable):
+        await is_migrated("postgresql+asyncpg://postgres@127.0.0.1:1/turngate")

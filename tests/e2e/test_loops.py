@@ -24,7 +24,7 @@ from turngate.v1 import turngate_pb2 as pb
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # Waits after a failure longer than any test runs.
 NEVER = Backoff(first=3600.0, cap=3600.0, stable_after=3600.0)
-# The loops a SQLite server runs.
+# The loops a SQLite server runs until it stops (its schema's ends once it is migrated).
 LOOPS = {"watchdog", "health"}
 
 

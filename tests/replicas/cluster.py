@@ -27,7 +27,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.e2e.processes import PROCESS_TIMEOUT_S, Spawned, connect, free_port, health_of, spawn_server
+from tests.e2e.processes import (
+    PROCESS_TIMEOUT_S,
+    TURNGATE,
+    Spawned,
+    cli_env,
+    connect,
+    free_port,
+    health_of,
+    spawn_server,
+)
 from tests.e2e.servers import Client
 from tests.e2e.watching import Watch, collect, turn_of, watch
 from tests.waiting import POLL_INTERVAL_S
@@ -163,17 +172,41 @@ class Deployment:
     def keys(self) -> Keyspace:
         return Keyspace(prefix=self.prefix, buckets=BUCKETS)
 
-    def replica(self, tmp: Path, *, port: int | None = None) -> AbstractAsyncContextManager[Spawned]:
-        """`turngate serve` on this deployment, once it is SERVING (see `spawn_server`)."""
-        env = {
+    @property
+    def env(self) -> dict[str, str]:
+        return {
             "TURNGATE_REDIS_PREFIX": self.prefix,
             "TURNGATE_REDIS_BUCKETS": str(BUCKETS),
             "TURNGATE_LEASE_TTL": str(self.lease_ttl),
             "TURNGATE_STOP_GRACE": str(self.stop_grace),
             "TURNGATE_RECLAIM_IDLE": str(self.reclaim_idle),
         }
-        args = ("--store", self.redis_url, "--ledger", self.ledger_url)
-        return spawn_server(tmp, *args, port=port, env=env)
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return ("--store", self.redis_url, "--ledger", self.ledger_url)
+
+    def replica(
+        self, tmp: Path, *flags: str, port: int | None = None, serving: bool = True
+    ) -> AbstractAsyncContextManager[Spawned]:
+        """`turngate serve *flags` on this deployment, once it is SERVING, or with `serving=False`
+        once its health answers (see `spawn_server`)."""
+        return spawn_server(tmp, *self.backends, *flags, port=port, env=self.env, serving=serving)
+
+    @asynccontextmanager
+    async def projector(self, tmp: Path, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+        """`turngate project` on this deployment, logging to `log`, until the block ends (SIGTERM)."""
+        with log.open("wb") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                TURNGATE, "project", *self.backends, cwd=tmp, env=cli_env(**self.env), stderr=stderr
+            )
+        try:
+            yield process
+        finally:
+            if process.returncode is None:
+                process.terminate()
+                async with asyncio.timeout(PROCESS_TIMEOUT_S):
+                    await process.wait()
 
 
 @asynccontextmanager

@@ -1,13 +1,12 @@
 """The two ways to run: the embedded SQL store, or Redis for coordination plus a SQL ledger.
 
 Each gives the server a store, the turn history, an optional cross-replica watch feed, and the
-background loops it must run, by name (the ledger projector and the feed in redis mode).
+background loops it must run, by name: the ledger's schema, and in redis mode the feed and the
+ledger projector.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import socket
 import uuid
@@ -20,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from turngate.service.config import Settings
 from turngate.service.history import LiveHistory
 from turngate.service.ledger.reads import Ledger
-from turngate.service.ports.store import StoreUnavailable
+from turngate.service.schema import LedgerSchema
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.cas import CompareAndSetStore
@@ -32,8 +31,8 @@ from turngate.service.store.sql import open_store
 from turngate.service.supervise import Loop
 from turngate.service.watch import Feed
 
-log = logging.getLogger("turngate.backends")
-_MIGRATE_RETRY_S = 2.0
+# Told what readiness waits for on the ledger's schema (None: nothing).
+ReportLedger = Callable[[str | None], None]
 
 
 @dataclass
@@ -51,34 +50,38 @@ class Backend:
             await close()
 
 
-async def open_backend(settings: Settings) -> Backend:
+async def open_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
     """The backend the settings name; the SQL store is migrated first (unless told not to)."""
     if settings.redis_mode:
-        return _redis_backend(settings)
+        return _redis_backend(settings, report_ledger)
     if settings.migrate:
         await migrate(settings.store)
     store = open_store(settings.store, sqlite_synchronous=settings.sqlite_synchronous)
-    return Backend(store, LiveHistory(store.ledger, store), closers=[store.close])
+    schema = LedgerSchema(settings.store, migrate=settings.migrate, report=report_ledger)
+    return Backend(
+        store, LiveHistory(store.ledger, store), loops={"schema": schema.run}, closers=[store.close]
+    )
 
 
-def _redis_backend(settings: Settings) -> Backend:
+def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
     """Redis may be down at start (health says NOT_SERVING until it answers); so may the ledger
-    (coordination works without it; the projector starts once the ledger is migrated)."""
+    (coordination works without it; it is migrated, and projected, once it answers)."""
     keys = _keyspace(settings)
     store = RedisStore(connect(settings.store), keys, retention=settings.event_retention)
     feed = RedisLogFeed(settings.store, keys)
-    engine = make_engine(_ledger_url(settings))
+    engine = make_engine(ledger_url(settings))
+    schema = LedgerSchema(ledger_url(settings), migrate=settings.migrate, report=report_ledger)
     backend = Backend(
         store,
         LiveHistory(Ledger(engine), store),
         feed=feed,
-        loops={"watch_feed": feed.run},
+        loops={"schema": schema.run, "watch_feed": feed.run},
         closers=[store.close, feed.close, engine.dispose],
     )
     if settings.projector:
         backend.projector = projector = projector_for(settings, engine)
         store.add_listener(projector.on_commit)
-        backend.loops["projector"] = lambda: project_when_ready(settings, projector)
+        backend.loops["projector"] = lambda: project_when_migrated(schema, projector)
         backend.closers.append(projector.close)
     return backend
 
@@ -95,15 +98,9 @@ def projector_for(settings: Settings, engine: AsyncEngine) -> LedgerProjector:
     )
 
 
-async def project_when_ready(settings: Settings, projector: LedgerProjector) -> None:
-    """Migrates the ledger once it answers (unless told not to), then projects until cancelled."""
-    while settings.migrate:
-        try:
-            await migrate(_ledger_url(settings))
-            break
-        except StoreUnavailable as error:
-            log.warning("ledger unreachable, projecting once it answers: %s", error)
-            await asyncio.sleep(_MIGRATE_RETRY_S)
+async def project_when_migrated(schema: LedgerSchema, projector: LedgerProjector) -> None:
+    """Projects until cancelled, once the ledger has this release's schema."""
+    await schema.migrated.wait()
     await projector.run()
 
 
@@ -111,6 +108,6 @@ def _keyspace(settings: Settings) -> Keyspace:
     return Keyspace(prefix=settings.redis_prefix, buckets=settings.redis_buckets)
 
 
-def _ledger_url(settings: Settings) -> str:
-    assert settings.ledger is not None, "validated: a redis store has a ledger"
-    return settings.ledger
+def ledger_url(settings: Settings) -> str:
+    """The SQL database of the history: the ledger's in redis mode, the store's otherwise."""
+    return settings.ledger or settings.store

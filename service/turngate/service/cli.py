@@ -42,13 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         help="how long a Stop before start is kept, seconds [TURNGATE_TOMBSTONE_TTL, 600]",
     )
-    serve_cmd.add_argument(
-        "--no-migrate",
-        dest="migrate",
-        action="store_false",
-        default=None,
-        help="do not migrate the schema on start",
-    )
+    _migrate_flag(serve_cmd)
     serve_cmd.add_argument(
         "--no-projector",
         dest="projector",
@@ -64,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         "project", help="redis mode: only project the outboxes into the ledger (with `serve --no-projector`)"
     )
     _store_flags(project_cmd)
+    _migrate_flag(project_cmd)
     _metrics_flag(project_cmd)
     token_cmd = commands.add_parser(
         "token",
@@ -76,6 +71,16 @@ def _parser() -> argparse.ArgumentParser:
     token_cmd.add_argument("--project", action="append", required=True, help="a project id, or '*' for all")
     operate.add_commands(commands)
     return parser
+
+
+def _migrate_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-migrate",
+        dest="migrate",
+        action="store_false",
+        default=None,
+        help="do not migrate the schema: wait, not ready, until another process has [TURNGATE_MIGRATE]",
+    )
 
 
 def _metrics_flag(parser: argparse.ArgumentParser) -> None:

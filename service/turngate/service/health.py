@@ -1,12 +1,13 @@
 """gRPC health checking (grpc.health.v1) for one replica, and what it reports.
 
 Service names: "" and each turngate service are SERVING while nothing readiness waits for is
-wrong (the store answers and takes writes, no background loop has been failing too long: each is
-a condition reported by what follows it) and the replica is not draining (readiness: send it
-calls); `liveness` is SERVING from start to exit, draining included (restarting the process would
-not help). A drain turns the first group NOT_SERVING at once, telling every watcher; `close()`
-then ends every Watch stream with UNAVAILABLE, after its last status, so health-checking clients
-move to another replica instead of holding this one's shutdown open.
+wrong (the store answers and takes writes, the ledger has this release's schema, no background
+loop has been failing too long: each is a condition reported by what follows it) and the replica
+is not draining (readiness: send it calls); `liveness` is SERVING from start to exit, draining
+included (restarting the process would not help). A drain turns the first group NOT_SERVING at
+once, telling every watcher; `close()` then ends every Watch stream with UNAVAILABLE, after its
+last status, so health-checking clients move to another replica instead of holding this one's
+shutdown open.
 """
 
 from __future__ import annotations

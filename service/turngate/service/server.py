@@ -20,10 +20,11 @@ from turngate.service.api.quota import WatchQuota
 from turngate.service.api.sessions import SessionService
 from turngate.service.auth.principals import Tokens, TokensFileError, load_tokens
 from turngate.service.auth.tls import ServerCertificates, TlsError
-from turngate.service.backends import Backend, open_backend, project_when_ready, projector_for
+from turngate.service.backends import Backend, ledger_url, open_backend, project_when_migrated, projector_for
 from turngate.service.config import Settings
 from turngate.service.core import limits
 from turngate.service.health import STORE, Health, follow_store
+from turngate.service.schema import LEDGER, LedgerSchema
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.supervise import Supervisor
@@ -50,7 +51,10 @@ class TurngateServer:
         self.port = 0
         self._backend: Backend | None = None
         self._hub: WatchHub | None = None
-        self._health = Health(SERVICE_NAMES, waiting_for={STORE: "store not probed yet"})
+        self._health = Health(
+            SERVICE_NAMES,
+            waiting_for={STORE: "store not probed yet", LEDGER: "ledger schema not looked at yet"},
+        )
         # Its backoff may be changed before `start()` (tests restart loops at once).
         self.supervisor = Supervisor(grace=settings.loop_failure_grace, report=self._health.report)
         self._gatekeeper = Gatekeeper(None)
@@ -75,7 +79,9 @@ class TurngateServer:
         settings = self.settings
         self._gatekeeper.tokens = _tokens(settings)
         self._certificates = ServerCertificates(settings) if settings.tls else None
-        self._backend = backend = await open_backend(settings)
+        self._backend = backend = await open_backend(
+            settings, lambda problem: self._health.report(LEDGER, problem)
+        )
         store = backend.store
         self._hub = hub = WatchHub(
             store, buffer=settings.watch_buffer, retention=settings.event_retention, feed=backend.feed
@@ -255,12 +261,15 @@ async def serve(settings: Settings) -> None:
 
 
 async def project(settings: Settings) -> None:
-    """Runs only the ledger projector (redis mode) until SIGTERM or SIGINT."""
-    engine = make_engine(settings.ledger or settings.store)
+    """Runs only the ledger projector (redis mode) until SIGTERM or SIGINT, once the ledger has this
+    release's schema (migrated here unless told not to)."""
+    engine = make_engine(ledger_url(settings))
     projector = projector_for(settings, engine)
+    schema = LedgerSchema(ledger_url(settings), migrate=settings.migrate)
     supervisor = Supervisor(grace=settings.loop_failure_grace)
     loops = {
-        "projector": lambda: project_when_ready(settings, projector),
+        "schema": schema.run,
+        "projector": lambda: project_when_migrated(schema, projector),
         **instrument.sampling(
             Sources(
                 lag=projector.lag,

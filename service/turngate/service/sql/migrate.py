@@ -12,6 +12,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -66,3 +68,22 @@ def _upgrade(connection: Connection) -> None:
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
+
+
+async def is_migrated(url: str) -> bool:
+    """Whether the database at `url` has the newest schema this release knows, or one a newer
+    release migrated it to; raises StoreUnavailable while it does not answer."""
+    engine = make_engine(url)
+    try:
+        with unavailable_on_failure():
+            async with engine.connect() as conn:
+                current = await conn.run_sync(_current_revisions)
+    finally:
+        await engine.dispose()
+    script = ScriptDirectory.from_config(alembic_config())
+    known = {revision.revision for revision in script.walk_revisions()}
+    return bool(current) and (set(current) == set(script.get_heads()) or not set(current) <= known)
+
+
+def _current_revisions(connection: Connection) -> tuple[str, ...]:
+    return MigrationContext.configure(connection).get_current_heads()
