@@ -15,20 +15,21 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from turngate.service.config import Settings
 from turngate.service.history import LiveHistory
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ports.store import StoreUnavailable
+from turngate.service.redis_url import RedisUrl
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.cas import CompareAndSetStore
-from turngate.service.store.redis.feed import RedisLogFeed
+from turngate.service.store.redis.connection import connect
+from turngate.service.store.redis.feed import open_feed
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.projector import LedgerProjector
-from turngate.service.store.redis.store import RedisStore, connect
+from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import open_store
 from turngate.service.watch import Feed
 
@@ -65,8 +66,14 @@ def _redis_backend(settings: Settings) -> Backend:
     """Redis may be down at start (health says NOT_SERVING until it answers); so may the ledger
     (coordination works without it; the projector starts once the ledger is migrated)."""
     keys = _keyspace(settings)
-    store = RedisStore(connect(settings.store), keys, retention=settings.event_retention)
-    feed = RedisLogFeed(settings.store, keys)
+    store = RedisStore(
+        connect(settings.store, settings.redis_timeout),
+        keys,
+        retention=settings.event_retention,
+        wait_replicas=settings.redis_wait_replicas,
+        wait_timeout=settings.redis_wait_timeout,
+    )
+    feed = open_feed(RedisUrl.parse(settings.store), keys, settings.redis_timeout)
     engine = make_engine(_ledger_url(settings))
     backend = Backend(
         store,
@@ -86,7 +93,7 @@ def _redis_backend(settings: Settings) -> Backend:
 def projector_for(settings: Settings, engine: AsyncEngine) -> LedgerProjector:
     """This process's consumer of the outboxes (named apart from every other, also after a restart)."""
     return LedgerProjector(
-        Redis.from_url(settings.store),
+        connect(settings.store, settings.redis_timeout),
         _keyspace(settings),
         engine,
         consumer=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
