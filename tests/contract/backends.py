@@ -13,15 +13,17 @@ import uuid
 from typing import Protocol, cast
 
 from redis import Redis as SyncRedis
-from redis.asyncio import Redis
 
 from turngate.service.ports.store import BeforeWrite, Store
 from turngate.service.sql.engine import make_engine
+from turngate.service.store.redis.connection import Client, connect
 from turngate.service.store.redis.keys import Keyspace, LogEntries
-from turngate.service.store.redis.store import RedisStore, connect
+from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import SqlStore
 
 REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
+# Each Redis call's bound, as the service's default (Settings.redis_timeout).
+REDIS_TIMEOUT_S = 2.0
 # Enough buckets that a handful of sessions spread over several of them.
 REDIS_BUCKETS = 8
 # More events than any test writes to one session, so retention alone never trims under a test.
@@ -48,7 +50,7 @@ def open_sql_store(url: str, *, max_attempts: int = MAX_ATTEMPTS) -> SqlStore:
 def open_redis_store(
     url: str, keys: Keyspace, *, retention: int = REDIS_RETENTION, max_attempts: int = MAX_ATTEMPTS
 ) -> RedisStore:
-    return RedisStore(connect(url), keys, retention=retention, max_attempts=max_attempts)
+    return RedisStore(connect(url, REDIS_TIMEOUT_S), keys, retention=retention, max_attempts=max_attempts)
 
 
 def unique_keyspace() -> Keyspace:
@@ -71,7 +73,7 @@ async def wait_past(store: Store, instant: int) -> None:
 RedisContents = dict[bytes, object]
 
 
-async def redis_contents(client: Redis, keys: Keyspace) -> RedisContents:
+async def redis_contents(client: Client, keys: Keyspace) -> RedisContents:
     """Everything stored under the keyspace, by key: hashes, streams (with their ids), sorted sets."""
     contents: RedisContents = {}
     async for name in client.scan_iter(match=f"{keys.prefix}:*", count=1_000):
@@ -87,7 +89,7 @@ async def redis_contents(client: Redis, keys: Keyspace) -> RedisContents:
 
 
 async def stream_entries(
-    client: Redis, name: str, *, first: str = "-", count: int | None = None
+    client: Client, name: str, *, first: str = "-", count: int | None = None
 ) -> LogEntries:
     """Up to `count` entries of stream `name` from id `first` on, as (id, fields) in bytes."""
     return cast(LogEntries, await client.xrange(name, min=first, count=count))

@@ -30,6 +30,7 @@ from tests.contract.backends import (
     wait_past,
 )
 from tests.postgres import postgres_admin, postgres_url, unique_database
+from tests.topologies.fixtures import redis_cluster, redis_sentinel  # noqa: F401  (fixtures)
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.store import RedisStore
@@ -80,7 +81,14 @@ def _migrated_database(request: pytest.FixtureRequest, tmp_path: Path, backend: 
 
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-STORE_BACKENDS = [*BACKENDS, pytest.param("redis", marks=pytest.mark.redis)]
+STORE_BACKENDS = [
+    *BACKENDS,
+    pytest.param("redis", marks=pytest.mark.redis),
+    "redis-cluster",
+    "redis-sentinel",
+]
+# The Redis topologies the tests start themselves, by the fixture that holds each.
+TOPOLOGIES = {"redis-cluster": "redis_cluster", "redis-sentinel": "redis_sentinel"}
 
 
 @pytest.fixture(params=BACKENDS)
@@ -130,7 +138,17 @@ async def redis_store(redis_keyspace: Keyspace) -> AsyncIterator[RedisStore]:
 
 @pytest.fixture(params=STORE_BACKENDS)
 def store_opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
-    """Opens stores on one empty data set of each backend (SQLite, PostgreSQL, Redis)."""
+    """Opens stores on one empty data set of each backend (SQLite, PostgreSQL, Redis on one
+    server, on a Redis Cluster and behind Sentinel)."""
+    if request.param in TOPOLOGIES:
+        url = request.getfixturevalue(TOPOLOGIES[request.param]).url
+        keyspace = unique_keyspace()  # the topology is this run's own: its keys need no deleting
+
+        def open_on_topology(*, max_attempts: int = MAX_ATTEMPTS) -> ContractStore:
+            return open_redis_store(url, keyspace, max_attempts=max_attempts)
+
+        yield open_on_topology
+        return
     if request.param == "redis":
         keys = request.getfixturevalue("redis_keyspace")
 

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import uuid
 
-from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -25,6 +24,7 @@ from turngate.service.core import (
 from turngate.service.ledger.record import record
 from turngate.service.ports.store import Store
 from turngate.service.sql.tables import interactions, ledger_cursors, session_events, tool_calls, turns
+from turngate.service.store.redis.connection import Client
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, log_event
 from turngate.service.store.redis.projector import AfterCommit, LedgerProjector
 
@@ -70,7 +70,7 @@ async def cursor_of(engine: AsyncEngine, key: SessionKey) -> int | None:
     return cursor
 
 
-async def log_of(redis: Redis, keys: Keyspace, key: SessionKey) -> list[Event]:
+async def log_of(redis: Client, keys: Keyspace, key: SessionKey) -> list[Event]:
     """Every event the session's Redis log holds."""
     return [log_event(entry_id, fields) for entry_id, fields in await stream_entries(redis, keys.log(key))]
 
@@ -103,24 +103,24 @@ def each_event_committed_once(cursors: dict[SessionKey, list[int]], heads: dict[
     )
 
 
-async def heads(redis: Redis, keys: Keyspace, sessions_: list[SessionKey]) -> dict[SessionKey, int]:
+async def heads(redis: Client, keys: Keyspace, sessions_: list[SessionKey]) -> dict[SessionKey, int]:
     """The last seq of each session's log."""
     return {key: (await log_of(redis, keys, key))[-1].seq for key in sessions_}
 
 
-async def marks(redis: Redis, keys: Keyspace, sessions_: list[SessionKey]) -> dict[SessionKey, int]:
+async def marks(redis: Client, keys: Keyspace, sessions_: list[SessionKey]) -> dict[SessionKey, int]:
     """The `ledger` mark of each session's document."""
     return {key: int(await redis.hget(keys.doc(key), "ledger") or 0) for key in sessions_}
 
 
-async def pending_count(redis: Redis, keys: Keyspace) -> int:
+async def pending_count(redis: Client, keys: Keyspace) -> int:
     """Outbox entries delivered to a consumer and not acknowledged, over all buckets."""
     replies = [await redis.xpending(keys.outbox(bucket), LEDGER_GROUP) for bucket in keys.all_buckets()]
     return sum(int(reply["pending"]) for reply in replies)
 
 
 async def expected_rows(
-    redis: Redis, keys: Keyspace, ledger: AsyncEngine, sessions_: list[SessionKey]
+    redis: Client, keys: Keyspace, ledger: AsyncEngine, sessions_: list[SessionKey]
 ) -> Rows:
     """What the SQL store's ledger holds for the events the sessions' Redis logs hold."""
     return await rows_recording(ledger, {key: await log_of(redis, keys, key) for key in sessions_})

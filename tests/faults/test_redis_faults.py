@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import pytest
 from redis.asyncio import Redis
@@ -134,10 +135,11 @@ async def test_redis_refusing_writes_fails_the_apply_with_store_unavailable_and_
     generation = (await admit(store, KEY, "t1")).generation
     before = await contents(redis_server, keys)
 
-    await refuse(store.client)
+    on_one_server = cast(Redis, store.client)
+    await refuse(on_one_server)
     with pytest.raises(StoreUnavailable):
         await store.apply(KEY, open_call("t1", generation, "c1"))
-    await accept(store.client)
+    await accept(on_one_server)
 
     assert await contents(redis_server, keys) == before
     assert [e.seq for e in (await store.apply(KEY, open_call("t1", generation, "c1"))).events] == [2]
@@ -149,12 +151,13 @@ async def test_redis_refusing_writes_fails_the_health_probe_while_it_answers_pin
 ) -> None:
     await store.ping()
 
-    await refuse(store.client)
+    on_one_server = cast(Redis, store.client)
+    await refuse(on_one_server)
     assert await store.client.ping()
     await store.load(KEY)
     with pytest.raises(StoreUnavailable):
         await store.ping()
-    await accept(store.client)
+    await accept(on_one_server)
 
     await store.ping()
     assert await store.client.exists(keys.probe()) == 0

@@ -42,10 +42,13 @@ from tests.e2e.watching import Watch, collect, turn_of, watch
 from tests.waiting import POLL_INTERVAL_S
 from turngate.service.core import SessionKey
 from turngate.service.sql.tables import session_events
+from turngate.service.store.redis.connection import Client as RedisClient
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, session_of
 from turngate.v1 import turngate_pb2 as pb
 
 REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
+# Each Redis call's bound, as the service's default (Settings.redis_timeout).
+REDIS_TIMEOUT_S = 2.0
 PROJECT = "p-replicas"
 # Enough buckets that the sessions of a test spread over several outboxes and deadline sets.
 BUCKETS = 8
@@ -57,7 +60,7 @@ def unique_prefix() -> str:
     return f"tgrep_{uuid.uuid4().hex[:12]}"
 
 
-async def delete_prefix(client: Redis, prefix: str) -> None:
+async def delete_prefix(client: RedisClient, prefix: str) -> None:
     """Deletes every key under `prefix`, and nothing else (the Redis may be shared)."""
     async for name in client.scan_iter(match=f"{prefix}:*", count=1_000):
         await client.unlink(name)
@@ -297,7 +300,7 @@ class Stored(NamedTuple):
 Logs = dict[SessionKey, list[Stored]]
 
 
-async def redis_logs(client: Redis, keys: Keyspace) -> Logs:
+async def redis_logs(client: RedisClient, keys: Keyspace) -> Logs:
     """Every session log under the keyspace, in stream order."""
     logs: Logs = {}
     async for name in client.scan_iter(match=f"{keys.prefix}:*:log:*", count=1_000):
@@ -364,7 +367,7 @@ def serialized(events: list[pb.SessionEvent]) -> list[bytes]:
 
 
 async def wait_for_ledger(
-    engine: AsyncEngine, redis: Redis, keys: Keyspace, sessions: list[SessionKey] | None = None
+    engine: AsyncEngine, redis: RedisClient, keys: Keyspace, sessions: list[SessionKey] | None = None
 ) -> Logs:
     """Waits until the ledger holds exactly what the Redis logs hold (of `sessions`, or of every
     session under the keyspace), and they hold something; returns the ledger's logs. (The tests

@@ -1,12 +1,12 @@
-"""Per test module: a Redis key prefix and a PostgreSQL database of its own, and (for the modules
-that ask for them) three `turngate serve` replicas on them, started once."""
+"""Per test module and Redis topology (one server, a Redis Cluster, Sentinel): a Redis key prefix
+and a PostgreSQL database of its own, and (for the modules that ask for them) three `turngate
+serve` replicas on them, started once."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
 import pytest
-from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from tests.e2e.processes import Spawned
@@ -14,6 +14,7 @@ from tests.e2e.servers import Client
 from tests.postgres import postgres_database, postgres_url
 from tests.replicas.cluster import (
     REDIS_SERVER,
+    REDIS_TIMEOUT_S,
     Deployment,
     assert_no_tracebacks,
     delete_prefix,
@@ -21,26 +22,42 @@ from tests.replicas.cluster import (
     replicas,
     unique_prefix,
 )
+from tests.topologies.fixtures import redis_cluster, redis_sentinel  # noqa: F401  (fixtures)
+from turngate.service.store.redis.connection import Client as RedisClient
+from turngate.service.store.redis.connection import connect
 from turngate.v1 import turngate_pb2 as pb
 
 REPLICAS = 3
 
 
+# The Redis topologies the tests start themselves, by the fixture that holds each.
+TOPOLOGIES = {"redis-cluster": "redis_cluster", "redis-sentinel": "redis_sentinel"}
+
+
+@pytest.fixture(scope="module", params=["redis", *TOPOLOGIES])
+def redis_url(request: pytest.FixtureRequest) -> str:
+    """The shared Redis server, or this run's Redis Cluster or Sentinel setup."""
+    if request.param in TOPOLOGIES:
+        url: str = request.getfixturevalue(TOPOLOGIES[request.param]).url
+        return url
+    return REDIS_SERVER
+
+
 @pytest.fixture(scope="module")
-async def redis() -> AsyncIterator[Redis]:
-    """A client of the shared Redis, for reading what the replicas wrote."""
-    client = Redis.from_url(REDIS_SERVER)
+async def redis(redis_url: str) -> AsyncIterator[RedisClient]:
+    """A client of the deployment's Redis, for reading what the replicas wrote."""
+    client = connect(redis_url, REDIS_TIMEOUT_S)
     yield client
     await client.aclose()
 
 
 @pytest.fixture(scope="module")
-async def deployment(redis: Redis) -> AsyncIterator[Deployment]:
-    """The shared Redis under a prefix of the module's own, and a new PostgreSQL database."""
+async def deployment(redis_url: str, redis: RedisClient) -> AsyncIterator[Deployment]:
+    """The Redis under a prefix of the module's own, and a new PostgreSQL database."""
     prefix = unique_prefix()
     try:
         async with postgres_database("turngate_replicas") as database:
-            yield Deployment(REDIS_SERVER, prefix, postgres_url(database))
+            yield Deployment(redis_url, prefix, postgres_url(database))
     finally:
         await delete_prefix(redis, prefix)
 

@@ -35,6 +35,7 @@ from tests.replicas.cluster import (
     BUCKETS,
     PROJECT,
     REDIS_SERVER,
+    REDIS_TIMEOUT_S,
     Deployment,
     acting_through,
     cancelled,
@@ -50,9 +51,12 @@ from tests.replicas.cluster import (
 )
 from turngate.service.core import Admit, Event, Expire, SessionKey, TurnOutcome, TurnSettled
 from turngate.service.core import SettledBy as CoreSettledBy
-from turngate.service.store.redis.feed import RedisLogFeed
+from turngate.service.redis_url import RedisUrl
+from turngate.service.store.redis.connection import Client as RedisClient
+from turngate.service.store.redis.connection import connect
+from turngate.service.store.redis.feed import RedisLogFeed, fixed_endpoints
 from turngate.service.store.redis.keys import Keyspace
-from turngate.service.store.redis.store import RedisStore, connect
+from turngate.service.store.redis.store import RedisStore
 from turngate.service.watchdog import Watchdog
 from turngate.v1 import turngate_pb2 as pb
 
@@ -238,7 +242,7 @@ async def test_a_replica_feed_whose_watched_sessions_came_and_went_follows_the_n
     """A replica's feed (one reader for all its watchers) that was told to follow a session and
     then to forget it before it read anything still follows the next session it is given."""
     keys = Keyspace(prefix=unique_prefix(), buckets=BUCKETS)
-    feed = RedisLogFeed(REDIS_SERVER, keys)
+    feed = RedisLogFeed(keys, fixed_endpoints(RedisUrl.parse(REDIS_SERVER), REDIS_TIMEOUT_S))
     # The one place the feed shows that it waits for sessions to follow: its private flag.
     assert type(feed._changed) is asyncio.Event, "RedisLogFeed no longer waits on _changed: update this test"
     feed._changed = flag = WatchedSetFlag()
@@ -248,7 +252,7 @@ async def test_a_replica_feed_whose_watched_sessions_came_and_went_follows_the_n
     feed.track(gone, 0)
     feed.untrack(gone)
     following = asyncio.create_task(feed.run())
-    store = RedisStore(connect(REDIS_SERVER), keys, retention=1_000)
+    store = RedisStore(connect(REDIS_SERVER, REDIS_TIMEOUT_S), keys, retention=1_000)
     try:
         try:
             async with asyncio.timeout(WAIT_TIMEOUT_S):
@@ -304,7 +308,7 @@ async def test_three_watchdogs_deciding_the_same_expiries_on_one_redis_settle_ea
     """Three in-process watchdogs, each on its own RedisStore, all decide to settle every due turn
     before any of them writes (a barrier per session); the compare-and-set lets one write."""
     keys = Keyspace(prefix=unique_prefix(), buckets=BUCKETS)
-    stores = [RedisStore(connect(REDIS_SERVER), keys, retention=1_000) for _ in range(3)]
+    stores = [RedisStore(connect(REDIS_SERVER, REDIS_TIMEOUT_S), keys, retention=1_000) for _ in range(3)]
     sessions = [SessionKey("p-sweep", f"s-{i}") for i in range(20)]
     try:
         admitted = [
@@ -342,7 +346,7 @@ async def test_three_watchdogs_deciding_the_same_expiries_on_one_redis_settle_ea
 
 
 async def test_ledger_holds_every_event_once_in_order_as_redis_logged_it_and_watchers_saw_it(
-    clients: list[Client], deployment: Deployment, ledger: AsyncEngine, redis: Redis
+    clients: list[Client], deployment: Deployment, ledger: AsyncEngine, redis: RedisClient
 ) -> None:
     """Runners, gateways and watchers on different replicas; then the ledger on PostgreSQL equals
     the Redis logs (of every session this module touched), equals what watchers saw, and GetTurn /

@@ -13,20 +13,21 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from turngate.service.config import Settings
 from turngate.service.history import LiveHistory
 from turngate.service.ledger.reads import Ledger
+from turngate.service.redis_url import RedisUrl
 from turngate.service.schema import LedgerSchema
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.cas import CompareAndSetStore
-from turngate.service.store.redis.feed import RedisLogFeed
+from turngate.service.store.redis.connection import connect
+from turngate.service.store.redis.feed import open_feed
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.projector import LedgerProjector
-from turngate.service.store.redis.store import RedisStore, connect
+from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import open_store
 from turngate.service.supervise import Loop
 from turngate.service.watch import Feed
@@ -67,8 +68,14 @@ def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
     """Redis may be down at start (health says NOT_SERVING until it answers); so may the ledger
     (coordination works without it; it is migrated, and projected, once it answers)."""
     keys = _keyspace(settings)
-    store = RedisStore(connect(settings.store), keys, retention=settings.event_retention)
-    feed = RedisLogFeed(settings.store, keys)
+    store = RedisStore(
+        connect(settings.store, settings.redis_timeout),
+        keys,
+        retention=settings.event_retention,
+        wait_replicas=settings.redis_wait_replicas,
+        wait_timeout=settings.redis_wait_timeout,
+    )
+    feed = open_feed(RedisUrl.parse(settings.store), keys, settings.redis_timeout)
     engine = make_engine(ledger_url(settings))
     schema = LedgerSchema(ledger_url(settings), migrate=settings.migrate, report=report_ledger)
     backend = Backend(
@@ -89,7 +96,7 @@ def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
 def projector_for(settings: Settings, engine: AsyncEngine) -> LedgerProjector:
     """This process's consumer of the outboxes (named apart from every other, also after a restart)."""
     return LedgerProjector(
-        Redis.from_url(settings.store),
+        connect(settings.store, settings.redis_timeout),
         _keyspace(settings),
         engine,
         consumer=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}",

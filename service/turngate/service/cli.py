@@ -118,7 +118,8 @@ def _security_flags(parser: argparse.ArgumentParser) -> None:
 def _store_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
-        help="store URL [TURNGATE_STORE, sqlite+aiosqlite:///./turngate.db; postgresql+asyncpg://…; redis://…]",
+        help="store URL [TURNGATE_STORE, sqlite+aiosqlite:///./turngate.db; postgresql+asyncpg://…; "
+        "redis://…, redis+cluster://host:port,…, redis+sentinel://host:port,…/service]",
     )
     parser.add_argument("--ledger", help="with a redis store: the SQL ledger's URL [TURNGATE_LEDGER]")
 

@@ -14,11 +14,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from turngate.client.hosts import is_loopback
 from turngate.service.core import limits
+from turngate.service.redis_url import REDIS_SCHEMES, BadRedisUrl, RedisUrl
 
 Seconds = Annotated[float, Field(allow_inf_nan=False)]
 _LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+|\*):(\d{1,5})$")
 SQL_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def _host_port(value: str) -> str:
@@ -69,6 +69,13 @@ class Settings(BaseSettings):
     # Redis store: sessions are spread over this many hash-tagged buckets (one slot each).
     redis_buckets: int = Field(16, ge=1, le=16_384)
     redis_prefix: str = Field("tg", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    # Redis store: every read and connect to a node is bounded by this, so a frozen node fails
+    # calls fast (UNAVAILABLE) instead of holding them to their deadline.
+    redis_timeout: Seconds = Field(2.0, ge=0.05, le=60.0)
+    # Redis store: a write is acknowledged only once this many replicas have it (WAIT), within
+    # redis_wait_timeout; else the call is UNAVAILABLE (README, Production mode: what a failover loses).
+    redis_wait_replicas: int = Field(0, ge=0, le=16)
+    redis_wait_timeout: Seconds = Field(0.5, gt=0.0, le=60.0)
     # Redis store: whether `serve` also projects the outbox into the ledger (else `turngate project` does).
     projector: bool = True
     # Ledger projector: an outbox entry pending this long is taken over by another replica.
@@ -125,7 +132,15 @@ class Settings(BaseSettings):
     @classmethod
     def _store_url(cls, value: str) -> str:
         if not value.startswith(SQL_SCHEMES + REDIS_SCHEMES):
-            raise ValueError("must start with sqlite+aiosqlite://, postgresql+asyncpg:// or redis://")
+            raise ValueError(
+                "must start with sqlite+aiosqlite://, postgresql+asyncpg://, redis://, redis+cluster:// "
+                "or redis+sentinel://"
+            )
+        if value.startswith(REDIS_SCHEMES):
+            try:
+                RedisUrl.parse(value)
+            except BadRedisUrl as error:
+                raise ValueError(str(error)) from None
         return value
 
     @field_validator("ledger")

@@ -1,38 +1,58 @@
-"""Cross-replica watch: one reader per replica follows the Redis logs of every session watched here.
+"""Cross-replica watch: each replica follows the Redis logs of every session watched here.
 
-One connection blocks in a single XREAD over all those logs; when the set of watched sessions
-changes, another connection interrupts it (CLIENT UNBLOCK) so a new session is followed at once.
-Positions are seqs, so nothing is read twice and nothing is skipped across reconnects.
+On one server (or a Sentinel-managed primary) one connection blocks in a single XREAD over all
+those logs; when the set of watched sessions changes, another connection interrupts it (CLIENT
+UNBLOCK) so a new session is followed at once. On a Redis Cluster one XREAD may name keys of one
+slot only, so there is one such reader per bucket that has watched sessions, each on the node
+that owns the bucket's slot, found again after a failover. Positions are seqs, so nothing is read
+twice and nothing is skipped across reconnects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from turngate.service.core import Event, SessionKey
+from turngate.service.redis_url import RedisUrl
+from turngate.service.store.redis.connection import UNAVAILABLE_ERRORS, client_for
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id
 
 _log = logging.getLogger(__name__)
-# How long one XREAD may block; a change of the watched set interrupts it sooner. Below redis-py's
-# default socket timeout (5 s), which would otherwise cut every idle read as a lost connection.
+# How long one XREAD may block; a change of the watched set interrupts it sooner.
 _BLOCK_MS = 2_000
 _BATCH = 500
 _RETRY_S = 0.5
 
+# A lost connection, or a failover (the reader's node no longer owns the slot: MOVED).
+_LOST: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, redis_errors.ResponseError)
+
 Deliver = Callable[[SessionKey, Sequence[Event]], None]
+# The reader (one connection, for the blocking XREAD) and a client of the same server (to unblock it).
+Endpoints = Callable[[], Awaitable[tuple[Redis, Redis]]]
+
+
+def open_feed(where: RedisUrl, keys: Keyspace, timeout: float) -> RedisLogFeed | ClusterLogFeed:
+    """The feed for Redis at `where`; `timeout` bounds every call but the blocking read."""
+    if where.kind == "cluster":
+        return ClusterLogFeed(where, keys, timeout=timeout)
+    return RedisLogFeed(keys, fixed_endpoints(where, timeout))
 
 
 class RedisLogFeed:
-    def __init__(self, url: str, keys: Keyspace) -> None:
-        self._reader = Redis.from_url(url, single_connection_client=True)
-        self._control = Redis.from_url(url)
+    """Follows watched sessions' logs on the one server `endpoints` names at each (re)connect."""
+
+    def __init__(self, keys: Keyspace, endpoints: Endpoints) -> None:
         self._keys = keys
+        self._endpoints = endpoints
+        self._reader: Redis | None = None
+        self._control: Redis | None = None
         self._positions: dict[SessionKey, int] = {}
         self._changed = asyncio.Event()
         self._reads = 0  # which XREAD is in flight, so an interruption targets that one only
@@ -56,11 +76,11 @@ class RedisLogFeed:
 
     async def _interrupt(self, read: int) -> None:
         """Unblocks XREAD number `read`; retried until it is blocked at the server or has ended."""
-        while self._reads == read and self._reader_id is not None:
+        while self._reads == read and self._reader_id is not None and self._control is not None:
             try:
                 if await self._control.client_unblock(self._reader_id):
                     return
-            except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
+            except UNAVAILABLE_ERRORS:
                 return
             await asyncio.sleep(0.001)
 
@@ -68,18 +88,21 @@ class RedisLogFeed:
         while True:
             try:
                 await self._follow()
-            except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as error:
+            except _LOST as error:
                 _log.warning("watch feed lost redis, retrying: %s", error)
                 self._reader_id = None
                 await asyncio.sleep(_RETRY_S)
 
     async def _follow(self) -> None:
-        self._reader_id = await self._reader.client_id()
         while True:
             while not self._positions:
                 # `_changed` may be left over from a watcher that has gone since: XREAD needs a stream.
                 self._changed.clear()
                 await self._changed.wait()
+            if self._reader is None or self._reader_id is None:
+                self._reader, self._control = await self._endpoints()
+                self._reader_id = await self._reader.client_id()
+                continue  # the watched set may have changed while connecting
             self._changed.clear()
             logs = {self._keys.log(key): key for key in self._positions}
             streams = {name: log_id(self._positions[key]) for name, key in logs.items()}
@@ -97,5 +120,73 @@ class RedisLogFeed:
                         self._deliver(key, events)
 
     async def close(self) -> None:
-        await self._reader.aclose()
-        await self._control.aclose()
+        for client in (self._reader, self._control):
+            if client is not None:
+                await client.aclose()
+
+
+def fixed_endpoints(where: RedisUrl, timeout: float) -> Endpoints:
+    """The same two clients at every (re)connect, made at the first: they reconnect by themselves
+    (a Sentinel client to whichever server is the primary then)."""
+    made: list[Redis] = []
+
+    async def endpoints() -> tuple[Redis, Redis]:
+        if not made:
+            made.extend(_pair(where, timeout))
+        return made[0], made[1]
+
+    return endpoints
+
+
+def _pair(where: RedisUrl, timeout: float) -> tuple[Redis, Redis]:
+    """A reader whose blocking read outlasts `timeout`, and a pooled client of the same server."""
+    reader = cast(Redis, client_for(where, _BLOCK_MS / 1000 + timeout, pooled=False))
+    return reader, cast(Redis, client_for(where, timeout))
+
+
+class ClusterLogFeed:
+    """The feed on a Redis Cluster: one `RedisLogFeed` per bucket, each on the node that owns the
+    bucket's slot when it (re)connects."""
+
+    def __init__(self, where: RedisUrl, keys: Keyspace, *, timeout: float) -> None:
+        self._where = where
+        self._cluster = cast(RedisCluster, client_for(where, timeout))
+        self._keys = keys
+        self._timeout = timeout
+        self._buckets = {bucket: RedisLogFeed(keys, self._owner_of(bucket)) for bucket in keys.all_buckets()}
+
+    def deliver_to(self, deliver: Deliver) -> None:
+        for feed in self._buckets.values():
+            feed.deliver_to(deliver)
+
+    def track(self, key: SessionKey, after_seq: int) -> None:
+        self._buckets[self._keys.bucket(key)].track(key, after_seq)
+
+    def untrack(self, key: SessionKey) -> None:
+        self._buckets[self._keys.bucket(key)].untrack(key)
+
+    async def run(self) -> None:
+        await asyncio.gather(*(feed.run() for feed in self._buckets.values()))
+
+    async def close(self) -> None:
+        for feed in self._buckets.values():
+            await feed.close()
+        await self._cluster.aclose()
+
+    def _owner_of(self, bucket: int) -> Endpoints:
+        slot_key = self._keys.deadlines(bucket)
+        previous: list[Redis] = []
+
+        async def endpoints() -> tuple[Redis, Redis]:
+            for client in previous:
+                await client.aclose()
+            # A routed command follows MOVED, so the slot map names the owner after a failover.
+            await self._cluster.exists(slot_key)
+            node = self._cluster.get_node_from_key(slot_key)
+            if node is None:
+                raise redis_errors.ConnectionError(f"no node serves the slot of bucket {bucket}")
+            reader, control = _pair(self._where.node(node.host, int(node.port)), self._timeout)
+            previous[:] = [reader, control]
+            return reader, control
+
+        return endpoints

@@ -9,6 +9,7 @@ StoreUnavailable: entries then stay pending, and are never blamed on an event.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,12 +17,13 @@ from importlib.resources import files
 from typing import Any, cast
 
 from redis import exceptions as redis_errors
-from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterPipeline
 from redis.typing import EncodableT, FieldT
 
 from turngate.service.core import SessionKey
 from turngate.service.ports.store import StoreUnavailable
+from turngate.service.store.redis.connection import Client
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, log_id, session_of
 
 _ACK = files("turngate.service.store.redis").joinpath("outbox_ack.lua").read_text()
@@ -104,7 +106,7 @@ class Outbox:
     """The outboxes of `keys` on `redis`, read by `consumer`, up to `batch` entries per bucket
     and read."""
 
-    def __init__(self, redis: Redis, keys: Keyspace, *, consumer: str, batch: int) -> None:
+    def __init__(self, redis: Client, keys: Keyspace, *, consumer: str, batch: int) -> None:
         self.keys = keys
         self._redis = redis
         self._consumer = consumer
@@ -179,23 +181,23 @@ class Outbox:
         self, recorded: Sequence[tuple[list[Entry], int]], gone: Sequence[tuple[int, bytes]]
     ) -> None:
         """Raises each recorded session's mark to its cursor and acknowledges and deletes its
-        entries, and acknowledges `gone` entries, in one round trip."""
-        if not recorded and not gone:
-            return
+        entries, and acknowledges `gone` entries: one script call each, all at once (a Redis
+        Cluster pipeline runs no scripts)."""
+        calls = [
+            self._ack(
+                keys=[self.keys.outbox(entries[0].bucket), self.keys.doc(entries[0].key)],
+                args=[LEDGER_GROUP, cursor, *(entry.id for entry in entries)],
+            )
+            for entries, cursor in recorded
+        ]
+        calls += [
+            self._ack(keys=[self.keys.outbox(bucket)], args=[LEDGER_GROUP, 0, entry_id])
+            for bucket, entry_id in gone
+        ]
         with redis_unavailable():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for entries, cursor in recorded:
-                    first = entries[0]
-                    await self._ack(
-                        keys=[self.keys.outbox(first.bucket), self.keys.doc(first.key)],
-                        args=[LEDGER_GROUP, cursor, *(entry.id for entry in entries)],
-                        client=pipe,
-                    )
-                for bucket, entry_id in gone:
-                    await self._ack(
-                        keys=[self.keys.outbox(bucket)], args=[LEDGER_GROUP, 0, entry_id], client=pipe
-                    )
-                await pipe.execute()
+            for outcome in await asyncio.gather(*calls, return_exceptions=True):
+                if isinstance(outcome, BaseException):
+                    raise outcome
 
     async def read_logs(self, ranges: Mapping[SessionKey, tuple[int, int]], limit: int) -> list[LogEntries]:
         """Up to `limit` events of each session's log within its (first, last) seqs, in one round trip."""
@@ -238,7 +240,7 @@ class Outbox:
     async def close(self) -> None:
         await self._redis.aclose()
 
-    async def _each_bucket(self, command: Callable[[Pipeline, str], object]) -> list[Any]:
+    async def _each_bucket(self, command: Callable[[Pipeline | ClusterPipeline, str], object]) -> list[Any]:
         """`command` on every bucket's outbox, in one round trip (one key per command, so it is
         valid on Redis Cluster too)."""
         with redis_unavailable():

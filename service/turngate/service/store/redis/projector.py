@@ -26,7 +26,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from turngate.service.core import Decision, SessionKey
@@ -34,6 +33,7 @@ from turngate.service.ledger.cursors import Cursors
 from turngate.service.ledger.record import record_sessions
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import unavailable_on_failure
+from turngate.service.store.redis.connection import Client
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, member, seq_of
 from turngate.service.store.redis.outbox import Entry, Outbox, Raw, Read, described, sort_entries
 
@@ -90,7 +90,7 @@ class LedgerProjector:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: Client,
         keys: Keyspace,
         engine: AsyncEngine,
         *,

@@ -19,26 +19,22 @@ from __future__ import annotations
 import heapq
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from importlib.resources import files
 from typing import Any, cast
 
 from redis import exceptions as redis_errors
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
 
 from turngate.service.codec import dump_event_body, dump_session, load_session
 from turngate.service.core import Command, Decision, Event, Session, SessionKey
 from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable
 from turngate.service.store.cas import CompareAndSetStore
+from turngate.service.store.redis.connection import Client, unavailable_on_failure
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, member, session_of
 
 _CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
 _US = 1_000_000
-# Past this many commands in flight, callers wait up to POOL_TIMEOUT_S for a connection before the
-# store is unavailable (redis-py's default pool fails at once past 100, even with Redis healthy).
-POOL_SIZE = 64
-POOL_TIMEOUT_S = 5.0
 # How far behind and ahead of Redis TIME a decision's `now` may be at its commit (µs): behind
 # covers the round trip and a busy event loop; ahead only estimation error.
 BEHIND_LIMIT_US = 1_000_000
@@ -76,29 +72,6 @@ class _StoreClock:
         self._offset = store_now - (sent + received) // 2
 
 
-def connect(url: str) -> Redis:
-    """The client a RedisStore needs: callers queue for a pooled connection under load."""
-    pool = BlockingConnectionPool.from_url(url, max_connections=POOL_SIZE, timeout=POOL_TIMEOUT_S)
-    return Redis.from_pool(pool)
-
-
-@contextmanager
-def unavailable_on_failure() -> Iterator[None]:
-    """Redis unreachable, timing out, still loading its data, or refusing writes (a replica after a
-    failover, out of memory): the store is unavailable."""
-    try:
-        yield
-    except (
-        redis_errors.ConnectionError,
-        redis_errors.TimeoutError,
-        redis_errors.BusyLoadingError,
-        redis_errors.ReadOnlyError,
-        redis_errors.OutOfMemoryError,
-        OSError,
-    ) as exc:
-        raise StoreUnavailable(f"redis unavailable: {exc}") from exc
-
-
 def _now(time_reply: Any) -> int:
     seconds, micros = time_reply
     return int(seconds) * _US + int(micros)
@@ -110,10 +83,12 @@ class RedisStore(CompareAndSetStore):
 
     def __init__(
         self,
-        client: Redis,
+        client: Client,
         keys: Keyspace,
         *,
         retention: int,
+        wait_replicas: int = 0,
+        wait_timeout: float = 0.5,
         before_write: BeforeWrite | None = None,
         max_attempts: int = 32,
     ) -> None:
@@ -121,6 +96,8 @@ class RedisStore(CompareAndSetStore):
         self.client = client
         self.keys = keys
         self._retention = retention
+        self._wait_replicas = wait_replicas
+        self._wait_ms = round(wait_timeout * 1000)
         self._cas = client.register_script(_CAS)
         self._clock = _StoreClock()
         self._known: OrderedDict[SessionKey, tuple[int, Session]] = OrderedDict()
@@ -140,7 +117,7 @@ class RedisStore(CompareAndSetStore):
             await self._before_write(key, command)
         args = [version, now, BEHIND_LIMIT_US, AHEAD_LIMIT_US, *self._change(key, decision)]
         sent = _monotonic_us()
-        reply = await self._cas(keys=self._keys_of(key), args=args)
+        reply = await self._compare_and_set(key, args, replicated=decision.changed)
         self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
         if reply[0]:
             self._remember(key, version + 1 if decision.changed else version, decision.state)
@@ -148,6 +125,64 @@ class RedisStore(CompareAndSetStore):
         current = reply[4] if len(reply) > 4 else None
         self._remember(key, int(reply[3]), Session() if current is None else load_session(current))
         return None
+
+    async def _compare_and_set(
+        self, key: SessionKey, args: list[str | int | bytes], *, replicated: bool
+    ) -> Any:
+        """The script's reply; with `wait_replicas`, a write is also confirmed by that many
+        replicas (WAIT, on the script's connection, in the same round trip) or the store is
+        unavailable: a write only the primary holds may be lost by a failover, so it is not
+        acknowledged (a retry then finds it written, or not, and answers accordingly)."""
+        if not (replicated and self._wait_replicas):
+            return await self._cas(keys=self._keys_of(key), args=args)
+        if isinstance(self.client, RedisCluster):
+            reply, replicas = await self._cas_and_wait_on_owner(key, args)
+        else:
+            async with self.client.pipeline(transaction=False) as pipe:
+                await self._cas(keys=self._keys_of(key), args=args, client=pipe)
+                pipe.wait(self._wait_replicas, self._wait_ms)
+                reply, replicas = await pipe.execute()
+        if reply[0] and int(replicas) < self._wait_replicas:
+            raise StoreUnavailable(
+                f"{key}: written, but only {replicas} of {self._wait_replicas} replicas confirmed it "
+                f"within {self._wait_ms} ms; not acknowledged"
+            )
+        return reply
+
+    async def _cas_and_wait_on_owner(self, key: SessionKey, args: list[str | int | bytes]) -> tuple[Any, int]:
+        """The script and WAIT on one connection to the master of the session's slot: a cluster
+        client's pipeline runs no scripts and would send WAIT to any node."""
+        cluster = cast(RedisCluster, self.client)
+        keys = self._keys_of(key)
+        node = cluster.get_node_from_key(keys[0])
+        if node is None:
+            raise StoreUnavailable(f"{key}: no node serves its slot")
+        connection = node.acquire_connection()
+        try:
+            for _ in range(2):
+                evalsha = ("EVALSHA", self._cas.sha, len(keys), *keys, *args)
+                await connection.send_packed_command(
+                    connection.pack_commands([evalsha, ("WAIT", self._wait_replicas, self._wait_ms)])
+                )
+                try:
+                    reply = await connection.read_response()
+                except redis_errors.NoScriptError:
+                    await connection.read_response()
+                    await connection.send_command("SCRIPT", "LOAD", self._cas.script)
+                    await connection.read_response()
+                    continue
+                return reply, int(await connection.read_response())
+            raise StoreUnavailable(f"{key}: the compare-and-set script could not be loaded on its node")
+        except redis_errors.MovedError as moved:
+            # The slot has a new master (a failover): the next call goes there.
+            await connection.disconnect()
+            await cluster.nodes_manager.move_slot(moved)
+            raise StoreUnavailable(f"redis unavailable: {moved}") from moved
+        except BaseException:
+            await connection.disconnect()  # replies may be left unread: never reuse it
+            raise
+        finally:
+            node.release(connection)
 
     def _change(self, key: SessionKey, decision: Decision) -> list[str | int | bytes]:
         """The script's arguments after the clock: the new document, its deadline and events."""
