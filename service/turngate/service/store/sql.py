@@ -180,8 +180,9 @@ class SqlStore(CompareAndSetStore):
         write lock (SQLite) or a writable database (not a PostgreSQL standby), and the schema."""
         with unavailable_on_failure():
             async with self._engine.connect() as conn:
-                await conn.execute(_PROBE, _key(_PROBE_KEY))
-                await conn.rollback()
+                # Its own transaction, so SQLite's write lock is held inside the statement only.
+                autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await autocommit.execute(_PROBE, _key(_PROBE_KEY))
 
     async def close(self) -> None:
         await self._engine.dispose()
