@@ -8,6 +8,8 @@ READONLY: both follow a failover by themselves. Every socket read and connect is
 
 from __future__ import annotations
 
+import os
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeAlias
@@ -113,3 +115,14 @@ def unavailable_on_failure() -> Iterator[None]:
         yield
     except UNAVAILABLE_ERRORS as exc:
         raise StoreUnavailable(f"redis unavailable: {exc}") from exc
+    except AttributeError as exc:
+        if not _lost_under_redis_py(exc):
+            raise
+        raise StoreUnavailable(f"redis unavailable: a connection closed under the call ({exc})") from exc
+
+
+def _lost_under_redis_py(error: AttributeError) -> bool:
+    """redis-py 8 may close a connection while another call is sending on it (a cluster topology
+    refresh during a failover); the call then fails inside redis-py on the closed writer (None)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and f"{os.sep}redis{os.sep}" in frames[-1].filename and "NoneType" in str(error)

@@ -7,6 +7,7 @@ Per session (`member` = `project/session`; ids cannot contain `/`):
 Per bucket:
   `<prefix>:{b}:deadlines`      sorted set: member → next deadline (µs)
   `<prefix>:{b}:outbox`         stream, one entry per commit: `k` member, `s` last seq written
+  `<prefix>:{b}:replicated`     string, written only with redis_wait_replicas: see store.py
   `<prefix>:{b}:deadletter`     stream of what the ledger could never record: `k`, `s`, `reason`, and
                                 the event's `t`, `e` when there is one (see store/redis/projector.py)
 Never written:
@@ -82,6 +83,10 @@ class Keyspace:
 
     def probe(self) -> str:
         return f"{self.prefix}:probe"
+
+    def replication_mark(self, bucket: int) -> str:
+        """Written by a confirmation that waits for replicas (WAIT counts a connection's writes)."""
+        return f"{self._tag(bucket)}:replicated"
 
     def all_buckets(self) -> range:
         return range(self.buckets)

@@ -117,7 +117,7 @@ class RedisStore(CompareAndSetStore):
             await self._before_write(key, command)
         args = [version, now, BEHIND_LIMIT_US, AHEAD_LIMIT_US, *self._change(key, decision)]
         sent = _monotonic_us()
-        reply = await self._compare_and_set(key, args, replicated=decision.changed)
+        reply = await self._compare_and_set(key, args, writes=decision.changed)
         self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
         if reply[0]:
             self._remember(key, version + 1 if decision.changed else version, decision.state)
@@ -126,51 +126,59 @@ class RedisStore(CompareAndSetStore):
         self._remember(key, int(reply[3]), Session() if current is None else load_session(current))
         return None
 
-    async def _compare_and_set(
-        self, key: SessionKey, args: list[str | int | bytes], *, replicated: bool
-    ) -> Any:
-        """The script's reply; with `wait_replicas`, a write is also confirmed by that many
-        replicas (WAIT, on the script's connection, in the same round trip) or the store is
+    async def _compare_and_set(self, key: SessionKey, args: list[str | int | bytes], *, writes: bool) -> Any:
+        """The script's reply. With `wait_replicas`, what it answers is also confirmed by that many
+        replicas (WAIT, on the script's connection, in the same round trip), or the store is
         unavailable: a write only the primary holds may be lost by a failover, so it is not
-        acknowledged (a retry then finds it written, or not, and answers accordingly)."""
-        if not (replicated and self._wait_replicas):
+        acknowledged (a retry then finds it written, or not, and answers accordingly). A decision
+        that changes nothing is confirmed so too, after a write of the bucket's replication mark:
+        it may answer from an earlier attempt's write that no replica has yet, and WAIT counts only
+        the connection's own writes."""
+        if not self._wait_replicas:
             return await self._cas(keys=self._keys_of(key), args=args)
+        mark = [] if writes else [("SET", self.keys.replication_mark(self.keys.bucket(key)), 1)]
         if isinstance(self.client, RedisCluster):
-            reply, replicas = await self._cas_and_wait_on_owner(key, args)
+            reply, replicas = await self._cas_and_wait_on_owner(key, args, mark)
         else:
             async with self.client.pipeline(transaction=False) as pipe:
                 await self._cas(keys=self._keys_of(key), args=args, client=pipe)
+                for command in mark:
+                    pipe.execute_command(*command)
                 pipe.wait(self._wait_replicas, self._wait_ms)
-                reply, replicas = await pipe.execute()
+                reply, *_, replicas = await pipe.execute()
         if reply[0] and int(replicas) < self._wait_replicas:
             raise StoreUnavailable(
-                f"{key}: written, but only {replicas} of {self._wait_replicas} replicas confirmed it "
-                f"within {self._wait_ms} ms; not acknowledged"
+                f"{key}: only {replicas} of {self._wait_replicas} replicas confirmed it within "
+                f"{self._wait_ms} ms; not acknowledged"
             )
         return reply
 
-    async def _cas_and_wait_on_owner(self, key: SessionKey, args: list[str | int | bytes]) -> tuple[Any, int]:
-        """The script and WAIT on one connection to the master of the session's slot: a cluster
-        client's pipeline runs no scripts and would send WAIT to any node."""
+    async def _cas_and_wait_on_owner(
+        self, key: SessionKey, args: list[str | int | bytes], mark: list[tuple[str, str, int]]
+    ) -> tuple[Any, int]:
+        """The script, `mark` and WAIT on one connection to the master of the session's slot: a
+        cluster client's pipeline runs no scripts and would send WAIT to any node."""
         cluster = cast(RedisCluster, self.client)
         keys = self._keys_of(key)
         node = cluster.get_node_from_key(keys[0])
         if node is None:
             raise StoreUnavailable(f"{key}: no node serves its slot")
         connection = node.acquire_connection()
+        evalsha = ("EVALSHA", self._cas.sha, len(keys), *keys, *args)
+        wait = ("WAIT", self._wait_replicas, self._wait_ms)
         try:
             for _ in range(2):
-                evalsha = ("EVALSHA", self._cas.sha, len(keys), *keys, *args)
-                await connection.send_packed_command(
-                    connection.pack_commands([evalsha, ("WAIT", self._wait_replicas, self._wait_ms)])
-                )
+                await connection.send_packed_command(connection.pack_commands([evalsha, *mark, wait]))
                 try:
                     reply = await connection.read_response()
                 except redis_errors.NoScriptError:
-                    await connection.read_response()
+                    for _ in (*mark, wait):
+                        await connection.read_response()
                     await connection.send_command("SCRIPT", "LOAD", self._cas.script)
                     await connection.read_response()
                     continue
+                for _ in mark:
+                    await connection.read_response()
                 return reply, int(await connection.read_response())
             raise StoreUnavailable(f"{key}: the compare-and-set script could not be loaded on its node")
         except redis_errors.MovedError as moved:
