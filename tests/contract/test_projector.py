@@ -226,8 +226,9 @@ async def test_redelivered_entries_change_nothing(
 
     # The same outbox entries again, as a replica that crashed before acknowledging would leave them.
     for key in keys:
+        outbox, epoch = redis_keyspace.outbox(redis_keyspace.bucket(key)), (await redis_store.load(key)).epoch
         for seq in range(1, 5):
-            await redis.xadd(redis_keyspace.outbox(redis_keyspace.bucket(key)), {"k": member(key), "s": seq})
+            await redis.xadd(outbox, {"k": member(key), "s": seq, "epoch": epoch})
     assert await projector.poll() == 12
 
     assert cursors == {}
@@ -331,7 +332,10 @@ async def test_two_projectors_racing_on_the_same_entries_project_each_event_once
     rival = await make_projector("rival", reclaim_idle=0.001, after_commit=note)
     async with ledger.connect() as blocker:
         # Holds the sessions' cursor rows (on SQLite, the database) until both projectors are at them.
-        rows = [{"project_id": k.project_id, "session_id": k.session_id, "seq": 0} for k in keys]
+        rows = [
+            {"project_id": k.project_id, "session_id": k.session_id, "epoch": epoch, "seq": 0}
+            for k, epoch in zip(keys, [(await redis_store.load(k)).epoch for k in keys], strict=True)
+        ]
         await blocker.execute(dialect_insert(ledger.dialect.name, ledger_cursors), rows)
         first_polls = asyncio.create_task(first.poll())
         await eventually(lambda: has_pending(redis, redis_keyspace, "first", 48), timeout_s=WAIT_TIMEOUT_S)
@@ -370,9 +374,10 @@ async def test_a_poison_event_is_dead_lettered_while_others_commit(
     # Two more events in one session's log, as the store writes them: one no version can read.
     log, outbox = redis_keyspace.log(poisoned), redis_keyspace.outbox(redis_keyspace.bucket(poisoned))
     later = TurnAdmitted("t9", "runner", 10**16, 10**16, 10**16 + 20 * SECOND)
-    await redis.xadd(log, {"t": 10**16, "e": b'{"kind": "from_the_future"}'}, id=log_id(5))
-    await redis.xadd(log, {"t": 10**16, "e": dump_event_body(later)}, id=log_id(6))
-    await redis.xadd(outbox, {"k": member(poisoned), "s": 6})
+    epoch = (await redis_store.load(poisoned)).epoch
+    await redis.xadd(log, {"t": 10**16, "e": b'{"kind": "from_the_future"}', "epoch": epoch}, id=log_id(5))
+    await redis.xadd(log, {"t": 10**16, "e": dump_event_body(later), "epoch": epoch}, id=log_id(6))
+    await redis.xadd(outbox, {"k": member(poisoned), "s": 6, "epoch": epoch})
     projector = await make_projector(max_deliveries=2)
 
     await projector.poll()

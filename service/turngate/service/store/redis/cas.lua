@@ -5,7 +5,8 @@
 -- ARGV: 1 version the decision read, 2 the decision's `now` (µs), 3 how far behind TIME and
 --       4 how far ahead of TIME that `now` may be (µs), 5 new document ("" when the decision
 --       changed nothing: confirm only), 6 deadline (µs, or "" for none), 7 session member,
---       8 events to retain, 9 number of events N, then N triples: seq, time, event body
+--       8 events to retain, 9 the document's epoch (written with every log and outbox entry),
+--       10 number of events N, then N triples: seq, time, event body
 -- Returns {1, seconds, µs} (TIME) when confirmed or written, or {0, seconds, µs, version, document}
 -- when the version changed or the decision's clock was off (nothing written).
 local time = redis.call('TIME')
@@ -21,16 +22,16 @@ end
 
 -- The log first: a failing script is not rolled back, and the first XADD is the one command here
 -- that can fail on the store's own keys (an id at or below the log's last), so nothing precedes it.
-local count = tonumber(ARGV[9])
+local count = tonumber(ARGV[10])
 local last = 0
 for i = 0, count - 1 do
-  local base = 10 + i * 3
+  local base = 11 + i * 3
   last = tonumber(ARGV[base])
-  redis.call('XADD', KEYS[2], ARGV[base] .. '-0', 't', ARGV[base + 1], 'e', ARGV[base + 2])
+  redis.call('XADD', KEYS[2], ARGV[base] .. '-0', 't', ARGV[base + 1], 'e', ARGV[base + 2], 'epoch', ARGV[9])
 end
 redis.call('HSET', KEYS[1], 'v', version + 1, 'doc', ARGV[5])
 if count > 0 then
-  redis.call('XADD', KEYS[4], '*', 'k', ARGV[7], 's', last)
+  redis.call('XADD', KEYS[4], '*', 'k', ARGV[7], 's', last, 'epoch', ARGV[9])
   -- Keep what watchers may resume from, and everything the ledger has not recorded yet.
   local projected = tonumber(redis.call('HGET', KEYS[1], 'ledger') or '0')
   local keep_from = math.min(last - tonumber(ARGV[8]), projected) + 1

@@ -1,10 +1,10 @@
 """The Redis side of ledger projection: the bucket outboxes read as a consumer of the group
 `ledger`, the session logs their entries point to, acknowledgements and dead letters.
 
-Each commit of the Redis store appends one entry (`k` session, `s` last seq written) to its
-bucket's outbox. An entry is acknowledged and deleted only once the ledger holds its events
-(outbox_ack.lua, which also raises the session document's `ledger` mark). Any Redis error is
-StoreUnavailable: entries then stay pending, and are never blamed on an event.
+Each commit of the Redis store appends one entry (`k` session, `s` last seq written, `epoch` of the
+log that seq is in) to its bucket's outbox. An entry is acknowledged and deleted only once the
+ledger holds its events (outbox_ack.lua, which also raises the session document's `ledger` mark).
+Any Redis error is StoreUnavailable: entries then stay pending, and are never blamed on an event.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.typing import EncodableT, FieldT
 
-from turngate.service.core import SessionKey
+from turngate.service.core import LEGACY_EPOCH, SessionKey
+from turngate.service.ledger.cursors import Position
 from turngate.service.ports.store import StoreUnavailable
-from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, log_id, session_of
+from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, epoch_of, log_id, session_of
 
 _ACK = files("turngate.service.store.redis").joinpath("outbox_ack.lua").read_text()
 
@@ -34,12 +35,17 @@ Read = Sequence[tuple[int, Raw]]
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """An outbox entry: the session `key` has events up to `seq` to record."""
+    """An outbox entry: the session `key` has events up to `seq` of the log of `epoch` to record."""
 
     bucket: int
     id: bytes
     key: SessionKey
     seq: int
+    epoch: int
+
+    @property
+    def position(self) -> Position:
+        return Position(self.epoch, self.seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +76,14 @@ def sort_entries(read: Read) -> Sorted:
             found.gone.append((bucket, entry_id))
             continue
         try:
-            key, seq = session_of(fields[b"k"].decode()), int(fields[b"s"])
+            key, seq, epoch = session_of(fields[b"k"].decode()), int(fields[b"s"]), epoch_of(fields)
         except (KeyError, ValueError) as exc:
             k, s = fields.get(b"k", b""), fields.get(b"s", b"")
             found.malformed.append(
                 Malformed(bucket, entry_id, k, s, f"malformed outbox entry: {described(exc)}")
             )
             continue
-        found.by_session.setdefault(key, []).append(Entry(bucket, entry_id, key, seq))
+        found.by_session.setdefault(key, []).append(Entry(bucket, entry_id, key, seq, epoch))
     return found
 
 
@@ -176,10 +182,11 @@ class Outbox:
                 after = entries[-1][0]
 
     async def acknowledge(
-        self, recorded: Sequence[tuple[list[Entry], int]], gone: Sequence[tuple[int, bytes]]
+        self, recorded: Sequence[tuple[list[Entry], Position]], gone: Sequence[tuple[int, bytes]]
     ) -> None:
-        """Raises each recorded session's mark to its cursor and acknowledges and deletes its
-        entries, and acknowledges `gone` entries, in one round trip."""
+        """Raises each recorded session's mark to its cursor (if its log is still of the cursor's
+        epoch) and acknowledges and deletes its entries, and acknowledges `gone` entries, in one
+        round trip."""
         if not recorded and not gone:
             return
         with redis_unavailable():
@@ -187,13 +194,25 @@ class Outbox:
                 for entries, cursor in recorded:
                     first = entries[0]
                     await self._ack(
-                        keys=[self.keys.outbox(first.bucket), self.keys.doc(first.key)],
-                        args=[LEDGER_GROUP, cursor, *(entry.id for entry in entries)],
+                        keys=[
+                            self.keys.outbox(first.bucket),
+                            self.keys.doc(first.key),
+                            self.keys.log(first.key),
+                        ],
+                        args=[
+                            LEDGER_GROUP,
+                            cursor.epoch,
+                            cursor.seq,
+                            LEGACY_EPOCH,
+                            *(entry.id for entry in entries),
+                        ],
                         client=pipe,
                     )
                 for bucket, entry_id in gone:
                     await self._ack(
-                        keys=[self.keys.outbox(bucket)], args=[LEDGER_GROUP, 0, entry_id], client=pipe
+                        keys=[self.keys.outbox(bucket)],
+                        args=[LEDGER_GROUP, 0, 0, LEGACY_EPOCH, entry_id],
+                        client=pipe,
                     )
                 await pipe.execute()
 

@@ -159,6 +159,7 @@ class RedisStore(CompareAndSetStore):
             "" if deadline is None else deadline,
             member(key),
             self._retention,
+            decision.state.epoch,
             len(decision.events),
         ]
         for event in decision.events:
