@@ -96,6 +96,7 @@ class TurngateServer:
                 lag=projector.lag if projector else None,
                 watchers=lambda: hub.watchers,
                 dead_letters=(lambda: projector.dead_letters) if projector else None,
+                lost_histories=(lambda: projector.lost_histories) if projector else None,
             ),
         )
         server = grpc.aio.server(
@@ -261,7 +262,13 @@ async def project(settings: Settings) -> None:
     projector = projector_for(settings, engine)
     loops = [
         lambda: project_when_ready(settings, projector),
-        *instrument.sampling(Sources(lag=projector.lag, dead_letters=lambda: projector.dead_letters)),
+        *instrument.sampling(
+            Sources(
+                lag=projector.lag,
+                dead_letters=lambda: projector.dead_letters,
+                lost_histories=lambda: projector.lost_histories,
+            )
+        ),
     ]
     tasks = [asyncio.create_task(loop()) for loop in loops]
     log.info("turngate projecting the outboxes of %s into the ledger", settings.redis_prefix)
