@@ -1,11 +1,14 @@
 """Redis loses its data (a private redis-server without persistence, killed and started again) under
 sessions that go on: the session starts a new epoch at seq 1, the ledger keeps what it had and
-records the new log as a new run, and the loss is logged and counted."""
+records the new log as a new run, the loss is logged and counted, and watchers get a resync
+snapshot instead of the new log's events as if they followed the old ones."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 import pytest
 from redis.asyncio import Redis
@@ -16,21 +19,25 @@ from tests.contract.backends import open_redis_store
 from tests.contract.projection import ledger_rows, log_of, marks, play_turn
 from tests.faults.servers import VolatileRedis
 from tests.waiting import eventually
-from turngate.service.core import SessionKey, TurnOutcome
+from turngate.service.core import Event, SessionKey, TurnOutcome
 from turngate.service.ledger.cursors import Position
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.tables import ledger_cursors
+from turngate.service.store.redis.feed import RedisLogFeed
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.projector import LedgerProjector
 from turngate.service.store.redis.store import RedisStore
+from turngate.service.watch import Snapshot, WatchHub
 
 PROJECT = "p"
 KEY = SessionKey(PROJECT, "s")
 # Written only before the loss, and only after it.
 UNTOUCHED = SessionKey(PROJECT, "untouched")
 NEW = SessionKey(PROJECT, "new")
+# How long a watcher may wait for what was written: reached only when a test fails.
+PULL_TIMEOUT_S = 10.0
 
 
 @pytest.fixture
@@ -190,3 +197,73 @@ async def test_an_acknowledgement_of_the_lost_epoch_leaves_the_new_logs_mark_alo
         await doomed.close()
         await store.close()
         await redis.aclose()
+
+
+async def pulled(stream: AsyncGenerator[Snapshot | Event, None], n: int = 1) -> list[Snapshot | Event]:
+    async with asyncio.timeout(PULL_TIMEOUT_S):
+        return [await anext(stream) for _ in range(n)]
+
+
+async def test_a_watcher_resuming_with_a_cursor_of_the_lost_epoch_gets_a_resync_snapshot(
+    volatile_redis: VolatileRedis, store: RedisStore
+) -> None:
+    """The new log has passed the old cursor: only the epoch tells it is not the log it came from."""
+    hub = WatchHub(store, buffer=64, retention=1_000)
+    for turn_id in ("t1", "t2"):
+        await play_turn(store, KEY, turn_id)
+    lost = await store.load(KEY)
+    await lose_everything(volatile_redis, store.ping)
+    for turn_id in ("t3", "t4", "t5"):
+        await play_turn(store, KEY, turn_id)
+    now = await store.load(KEY)
+    assert (now.epoch != lost.epoch, now.head > lost.head) == (True, True)
+
+    async with contextlib.aclosing(hub.follow(KEY, lost.head, lost.epoch)) as old_cursor:
+        [resync] = await pulled(old_cursor)
+        assert isinstance(resync, Snapshot)
+        assert (resync.resync, resync.state) == (True, now)
+    async with contextlib.aclosing(hub.follow(KEY, lost.head, now.epoch)) as new_cursor:
+        replayed = await pulled(new_cursor, now.head - lost.head)
+        assert [(e.epoch, e.seq) for e in replayed if isinstance(e, Event)] == [
+            (now.epoch, seq) for seq in range(lost.head + 1, now.head + 1)
+        ]
+
+
+async def test_a_live_watcher_gets_a_resync_snapshot_when_redis_loses_the_session_under_it(
+    volatile_redis: VolatileRedis, keys: Keyspace
+) -> None:
+    """The watcher is on replica A, the writes go through replica B: A's feed reads them back."""
+    here, elsewhere = open_redis_store(volatile_redis.url, keys), open_redis_store(volatile_redis.url, keys)
+    feed = RedisLogFeed(volatile_redis.url, keys)
+    hub = WatchHub(here, buffer=64, retention=1_000, feed=feed)
+    reading = asyncio.create_task(feed.run())
+    try:
+        await play_turn(elsewhere, KEY, "t1")
+        async with contextlib.aclosing(hub.follow(KEY, 0)) as stream:
+            [first] = await pulled(stream)
+            assert isinstance(first, Snapshot)
+            assert first.state.head == 4
+            await play_turn(elsewhere, KEY, "t2")
+            assert [item.seq for item in await pulled(stream, 4) if isinstance(item, Event)] == [5, 6, 7, 8]
+
+            await lose_everything(volatile_redis, here.ping, elsewhere.ping)
+            await play_turn(elsewhere, KEY, "t3")  # seqs 1 to 4 again, below where the feed was
+
+            [resync] = await pulled(stream)
+            assert isinstance(resync, Snapshot)
+            assert resync.resync
+            epoch, head = (await here.load(KEY)).epoch, resync.state.head
+            assert resync.state.epoch == epoch
+            assert 1 <= head <= 4, "as far as t3 had got when the feed read the new log"
+            await play_turn(elsewhere, KEY, "t4")
+            after = await pulled(stream, 8 - head)
+            assert [(e.epoch, e.seq) for e in after if isinstance(e, Event)] == [
+                (epoch, seq) for seq in range(head + 1, 9)
+            ]
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+        await feed.close()
+        await here.close()
+        await elsewhere.close()

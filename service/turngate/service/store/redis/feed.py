@@ -2,7 +2,10 @@
 
 One connection blocks in a single XREAD over all those logs; when the set of watched sessions
 changes, another connection interrupts it (CLIENT UNBLOCK) so a new session is followed at once.
-Positions are seqs, so nothing is read twice and nothing is skipped across reconnects.
+Positions are seqs, so nothing is read twice and nothing is skipped across reconnects. After a
+reconnect, a log that Redis lost and started again (its newest entry behind the position, or of
+another epoch than the events read from it) is read from its start: its events reach the hub,
+which resyncs the session's watchers.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from turngate.service.core import Event, SessionKey
-from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id
+from turngate.service.store.redis.keys import Keyspace, LogEntries, epoch_of, log_event, log_id, seq_of
 
 _log = logging.getLogger(__name__)
 # How long one XREAD may block; a change of the watched set interrupts it sooner. Below redis-py's
@@ -34,6 +37,8 @@ class RedisLogFeed:
         self._control = Redis.from_url(url)
         self._keys = keys
         self._positions: dict[SessionKey, int] = {}
+        # The epoch of the events last delivered from each log.
+        self._epochs: dict[SessionKey, int] = {}
         self._changed = asyncio.Event()
         self._reads = 0  # which XREAD is in flight, so an interruption targets that one only
         self._reader_id: int | None = None
@@ -53,6 +58,7 @@ class RedisLogFeed:
 
     def untrack(self, key: SessionKey) -> None:
         self._positions.pop(key, None)
+        self._epochs.pop(key, None)
 
     async def _interrupt(self, read: int) -> None:
         """Unblocks XREAD number `read`; retried until it is blocked at the server or has ended."""
@@ -75,6 +81,7 @@ class RedisLogFeed:
 
     async def _follow(self) -> None:
         self._reader_id = await self._reader.client_id()
+        await self._restart_lost_logs()
         while True:
             while not self._positions:
                 # `_changed` may be left over from a watcher that has gone since: XREAD needs a stream.
@@ -93,8 +100,29 @@ class RedisLogFeed:
                 events = [log_event(entry_id, fields) for entry_id, fields in entries]
                 if events and key in self._positions:
                     self._positions[key] = events[-1].seq
+                    self._epochs[key] = events[-1].epoch
                     if self._deliver is not None:
                         self._deliver(key, events)
+
+    async def _restart_lost_logs(self) -> None:
+        """Follows from its start each log Redis lost and started again while this feed was away
+        (one that grew past the position before any event was read from it reaches the hub all
+        the same: from the position on, in a new epoch)."""
+        keys = list(self._positions)
+        if not keys:
+            return
+        async with self._control.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.xrevrange(self._keys.log(key), count=1)
+            newest = cast(list[LogEntries], await pipe.execute())
+        for key, entries in zip(keys, newest, strict=True):
+            position = self._positions.get(key)
+            if position is None:
+                continue
+            seq, epoch = (seq_of(entries[0][0]), epoch_of(entries[0][1])) if entries else (0, None)
+            if seq < position or epoch != self._epochs.get(key, epoch):
+                self._positions[key] = 0
+                self._epochs.pop(key, None)
 
     async def close(self) -> None:
         await self._reader.aclose()
