@@ -577,3 +577,73 @@ async def test_consumer_groups_lost_with_the_outboxes_are_made_again(
     await stopped(running)
 
     assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, keys)
+
+
+async def test_an_entry_delivered_to_two_projectors_at_once_is_dead_lettered_once(
+    redis: Redis,
+    redis_keyspace: Keyspace,
+    ledger: AsyncEngine,
+    redis_store: RedisStore,
+    make_projector: MakeProjector,
+) -> None:
+    """The first projector dead-letters a malformed entry and commits a session's events; before
+    it acknowledges anything, a rival takes every pending entry over and projects them too."""
+    key = SessionKey(PROJECT, "s")
+    await play_turn(redis_store, key, "t1")
+    bucket = redis_keyspace.bucket(key)
+    await redis.xadd(redis_keyspace.outbox(bucket), {"k": "no-session-here", "s": "x"})
+    rival = await make_projector("rival", reclaim_idle=0.0001)  # 0 ms: it takes over whatever is pending
+    taken_over: list[int] = []
+
+    async def rival_takes_over(_key: SessionKey, _cursor: int) -> None:
+        taken_over.append(await rival.reclaim())
+
+    first = await make_projector("first", after_commit=rival_takes_over)
+
+    assert await first.poll() == 5
+    assert taken_over == [5], "the rival had every entry delivered again, the malformed one too"
+    dead = await stream_entries(redis, redis_keyspace.dead_letters(bucket))
+    assert [(fields[b"k"], fields[b"s"]) for _, fields in dead] == [(b"no-session-here", b"x")]
+    assert (first.dead_letters, rival.dead_letters) == (1, 0)
+    assert await pending_count(redis, redis_keyspace) == 0
+    assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, [key])
+
+
+async def test_an_event_dead_lettered_before_a_commit_that_failed_is_not_dead_lettered_again(
+    redis: Redis,
+    redis_keyspace: Keyspace,
+    ledger: AsyncEngine,
+    redis_store: RedisStore,
+    make_projector: MakeProjector,
+) -> None:
+    """A poison event is dead-lettered and the cursor moved past it in one transaction, whose
+    commit fails (the ledger goes away right after the dead letter): the retry skips it again."""
+    key = SessionKey(PROJECT, "s")
+    await play_turn(redis_store, key, "t1")
+    epoch = (await redis_store.load(key)).epoch
+    bucket = redis_keyspace.bucket(key)
+    poison = b'{"kind": "from_the_future"}'
+    await redis.xadd(redis_keyspace.log(key), {"t": 10**16, "e": poison, "epoch": epoch}, id=log_id(5))
+    await redis.xadd(redis_keyspace.outbox(bucket), {"k": member(key), "s": 5, "epoch": epoch})
+    projector = await make_projector(max_deliveries=1)
+    failed: list[str] = []
+
+    def fail_the_move_after_the_dead_letter(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if projector.dead_letters and not failed and statement.startswith("UPDATE ledger_cursors"):
+            failed.append(statement)
+            raise OperationalError("ledger", None, ConnectionResetError("the ledger went away"))
+
+    event.listen(ledger.sync_engine, "before_cursor_execute", fail_the_move_after_the_dead_letter)
+    try:
+        with pytest.raises(StoreUnavailable):
+            await projector.poll()
+        assert failed, "the transaction that dead-lettered event 5 failed"
+        assert await cursor_of(ledger, key) == 4
+        await eventually(lambda: reclaimed_all(projector), timeout_s=WAIT_TIMEOUT_S)
+    finally:
+        event.remove(ledger.sync_engine, "before_cursor_execute", fail_the_move_after_the_dead_letter)
+
+    assert await cursor_of(ledger, key) == 5
+    dead = await stream_entries(redis, redis_keyspace.dead_letters(bucket))
+    assert [(fields[b"s"], fields[b"e"]) for _, fields in dead] == [(b"5", poison)]
+    assert projector.dead_letters == 1

@@ -11,6 +11,8 @@ Per bucket:
                                 `epoch` the epoch of the log that seq is in
   `<prefix>:{b}:deadletter`     stream of what the ledger could never record: `k`, `s`, `reason`, and
                                 the event's `t`, `e`, `epoch` when there is one (store/redis/projector.py)
+  `<prefix>:{b}:deadletter:index`  hash: what each dead letter is about → its entry id, so each is
+                                written once (dead_letter.lua)
 
 Entries written by 0.1.0 have no `epoch`: they are of the legacy epoch (`core.LEGACY_EPOCH`).
 """
@@ -86,6 +88,9 @@ class Keyspace:
 
     def dead_letters(self, bucket: int) -> str:
         return f"{self._tag(bucket)}:deadletter"
+
+    def dead_letter_index(self, bucket: int) -> str:
+        return f"{self._tag(bucket)}:deadletter:index"
 
     def all_buckets(self) -> range:
         return range(self.buckets)

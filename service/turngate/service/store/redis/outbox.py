@@ -4,7 +4,8 @@
 Each commit of the Redis store appends one entry (`k` session, `s` last seq written, `epoch` of the
 log that seq is in) to its bucket's outbox. An entry is acknowledged and deleted only once the
 ledger holds its events (outbox_ack.lua, which also raises the session document's `ledger` mark).
-Any Redis error is StoreUnavailable: entries then stay pending, and are never blamed on an event.
+What can never be recorded is dead-lettered once (dead_letter.lua). Any Redis error is
+StoreUnavailable: entries then stay pending, and are never blamed on an event.
 """
 
 from __future__ import annotations
@@ -18,14 +19,23 @@ from typing import Any, cast
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
-from redis.typing import EncodableT, FieldT
+from redis.typing import EncodableT
 
 from turngate.service.core import LEGACY_EPOCH, SessionKey
 from turngate.service.ledger.cursors import Position
 from turngate.service.ports.store import StoreUnavailable
-from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, epoch_of, log_id, session_of
+from turngate.service.store.redis.keys import (
+    LEDGER_GROUP,
+    Keyspace,
+    LogEntries,
+    epoch_of,
+    log_id,
+    member,
+    session_of,
+)
 
 _ACK = files("turngate.service.store.redis").joinpath("outbox_ack.lua").read_text()
+_DEAD_LETTER = files("turngate.service.store.redis").joinpath("dead_letter.lua").read_text()
 
 # An outbox or log entry as redis-py returns it: its id and its fields (empty once deleted).
 Raw = tuple[bytes, dict[bytes, bytes]]
@@ -90,6 +100,16 @@ def sort_entries(read: Read) -> Sorted:
 _REASON_CHARS = 1_000
 
 
+def about_entry(entry_id: bytes) -> str:
+    """What the dead letter of a malformed outbox entry is about: the entry."""
+    return f"outbox entry {entry_id.decode()}"
+
+
+def about_events(key: SessionKey, last: Position) -> str:
+    """What the dead letter of events of a session is about: the last of them, in its epoch."""
+    return f"{member(key)} epoch {last.epoch} seq {last.seq}"
+
+
 def described(exc: BaseException) -> str:
     """What went wrong, in one short line."""
     lines = str(exc).splitlines()
@@ -116,6 +136,7 @@ class Outbox:
         self._consumer = consumer
         self._batch = batch
         self._ack = redis.register_script(_ACK)
+        self._dead_letter = redis.register_script(_DEAD_LETTER)
 
     async def create_groups(self) -> None:
         """The group starts at 0, so entries written before any projector ran are projected too."""
@@ -236,18 +257,24 @@ class Outbox:
     async def dead_letter(
         self,
         bucket: int,
+        about: str,
         k: str | bytes,
         s: int | bytes,
         why: str,
-        event: Mapping[bytes, bytes] | None = None,
-    ) -> None:
-        """Adds what could not be recorded to the bucket's dead-letter stream: the session `k`, the
-        seq `s`, why, and the event's own fields (`t`, `e`) when there is one."""
-        entry: dict[FieldT, EncodableT] = {"k": k, "s": s, "reason": why}
-        for name, value in (event or {}).items():
-            entry[name] = value
+        fields: Mapping[bytes, EncodableT] | None = None,
+    ) -> bool:
+        """Adds what could not be recorded to the bucket's dead-letter stream, unless a letter
+        `about` the same thing is there already: the session `k`, the seq `s`, why, and `fields`
+        (the event's own `t`, `e`, `epoch`, when there is one). True when written now."""
+        entry: list[EncodableT] = ["k", k, "s", s, "reason", why]
+        for name, value in (fields or {}).items():
+            entry += [name, value]
         with redis_unavailable():
-            await self._redis.xadd(self.keys.dead_letters(bucket), entry)
+            written = await self._dead_letter(
+                keys=[self.keys.dead_letters(bucket), self.keys.dead_letter_index(bucket)],
+                args=[about, *entry],
+            )
+        return bool(written)
 
     async def lag(self) -> int:
         """Entries not yet recorded (acknowledged entries are deleted, so it is their sum)."""

@@ -29,9 +29,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 from redis.asyncio import Redis
+from redis.typing import EncodableT
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from turngate.service.core import Decision, SessionKey
@@ -40,7 +41,16 @@ from turngate.service.ledger.record import record_sessions
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import unavailable_on_failure
 from turngate.service.store.redis.keys import Keyspace, LogEntries, epoch_of, log_event, member, seq_of
-from turngate.service.store.redis.outbox import Entry, Outbox, Raw, Read, described, sort_entries
+from turngate.service.store.redis.outbox import (
+    Entry,
+    Outbox,
+    Raw,
+    Read,
+    about_entry,
+    about_events,
+    described,
+    sort_entries,
+)
 
 log = logging.getLogger("turngate.projector")
 
@@ -223,9 +233,9 @@ class LedgerProjector:
         failure after that."""
         entries = sort_entries(read)
         for bad in entries.malformed:
-            await self._outbox.dead_letter(bad.bucket, bad.k, bad.s, bad.reason)
-            log.error("outbox entry %r of bucket %d dead-lettered: %s", bad.id, bad.bucket, bad.reason)
-            self.dead_letters += 1
+            if await self._outbox.dead_letter(bad.bucket, about_entry(bad.id), bad.k, bad.s, bad.reason):
+                log.error("outbox entry %r of bucket %d dead-lettered: %s", bad.id, bad.bucket, bad.reason)
+                self.dead_letters += 1
         by_session = entries.by_session
         # Sorted, so that replicas lock the cursors of the sessions they share in one order.
         keys = sorted(by_session)
@@ -347,13 +357,13 @@ class LedgerProjector:
                     else:
                         found.append((key, _contiguous(entries, first)))
                 if missing:
-                    # A transaction that skips gaps records nothing: were it to fail, the gaps
-                    # would be dead-lettered twice (they are, before the commit, so never lost).
+                    # A transaction that skips gaps records nothing: a gap is dead-lettered before
+                    # the commit (never lost), and once (were the commit to fail, the retry's
+                    # letter would be the same one).
                     moved = list(missing)
                     for key, reason in missing.items():
-                        await self._outbox.dead_letter(
-                            self._keys.bucket(key), member(key), cursors[key].seq, reason
-                        )
+                        of_log = {b"epoch": cursors[key].epoch}
+                        await self._dead_letter(key, cursors[key], reason, reason, of_log)
                 else:
                     await self._record(conn, found)
                     moved = []
@@ -373,9 +383,6 @@ class LedgerProjector:
         for key in moved:
             if key in lost:
                 self._new_run(key, lost[key], cursors[key].epoch)
-        for key, reason in missing.items():
-            log.error("%s: %s; dead-lettered", member(key), reason)
-            self.dead_letters += 1
         for key in moved:
             await self._committed(key, cursors[key].seq)
         return cursors
@@ -403,18 +410,23 @@ class LedgerProjector:
                 cursor = (await self._cursors.lock(conn, {key: failed.epoch}))[key]
                 if cursor.covers(failed):
                     return
-                # Before the commit: if that fails, the event is dead-lettered again, never lost.
-                await self._outbox.dead_letter(
-                    self._keys.bucket(key), member(key), failed.seq, failure.reason, fields
-                )
+                # Before the commit, so never lost; once, even if the commit fails and is retried.
+                what = f"event {failed.seq} could not be recorded: {failure.reason}"
+                await self._dead_letter(key, failed, failure.reason, what, fields)
                 await self._cursors.move(conn, {key: failed})
         if cursor.epoch != failed.epoch:
             self._new_run(key, cursor, failed.epoch)
-        log.error(
-            "%s: event %d could not be recorded; dead-lettered: %s", member(key), failed.seq, failure.reason
-        )
-        self.dead_letters += 1
         await self._committed(key, failed.seq)
+
+    async def _dead_letter(
+        self, key: SessionKey, last: Position, reason: str, what: str, fields: Mapping[bytes, EncodableT]
+    ) -> None:
+        """Dead-letters events of `key`'s log up to `last` (with the event's `fields`), unless that
+        letter was written before; counts and logs the ones it writes."""
+        bucket, about = self._keys.bucket(key), about_events(key, last)
+        if await self._outbox.dead_letter(bucket, about, member(key), last.seq, reason, fields):
+            log.error("%s: %s; dead-lettered", member(key), what)
+            self.dead_letters += 1
 
     def _new_run(self, key: SessionKey, lost: Position, epoch: int) -> None:
         """The ledger now follows a new epoch's log: Redis lost the session's history after `lost`
