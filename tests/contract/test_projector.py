@@ -55,7 +55,7 @@ from turngate.service.ports.store import Store, StoreUnavailable
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.tables import dialect_insert, ledger_cursors
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, log_id, member
-from turngate.service.store.redis.projector import AfterCommit, LedgerProjector
+from turngate.service.store.redis.projector import PRUNE_IDLE_S, AfterCommit, LedgerProjector
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import SqlStore
 
@@ -74,6 +74,7 @@ class MakeProjector(Protocol):
         reclaim_idle: float = RECLAIM_IDLE_S,
         max_deliveries: int = MAX_DELIVERIES,
         after_commit: AfterCommit | None = None,
+        prune_idle: float = PRUNE_IDLE_S,
     ) -> LedgerProjector: ...
 
 
@@ -102,6 +103,7 @@ async def make_projector(redis_keyspace: Keyspace, ledger: AsyncEngine) -> Async
         reclaim_idle: float = RECLAIM_IDLE_S,
         max_deliveries: int = MAX_DELIVERIES,
         after_commit: AfterCommit | None = None,
+        prune_idle: float = PRUNE_IDLE_S,
     ) -> LedgerProjector:
         projector = LedgerProjector(
             Redis.from_url(REDIS_SERVER),
@@ -110,6 +112,7 @@ async def make_projector(redis_keyspace: Keyspace, ledger: AsyncEngine) -> Async
             consumer=consumer,
             reclaim_idle=reclaim_idle,
             max_deliveries=max_deliveries,
+            prune_idle=prune_idle,
             batch=100,
             concurrency=4,
             after_commit=after_commit,
@@ -647,3 +650,65 @@ async def test_an_event_dead_lettered_before_a_commit_that_failed_is_not_dead_le
     dead = await stream_entries(redis, redis_keyspace.dead_letters(bucket))
     assert [(fields[b"s"], fields[b"e"]) for _, fields in dead] == [(b"5", poison)]
     assert projector.dead_letters == 1
+
+
+async def consumers(redis: Redis, keys: Keyspace) -> dict[str, int]:
+    """Every consumer of the group, over all buckets, with the entries pending with it."""
+    found: dict[str, int] = {}
+    for bucket in keys.all_buckets():
+        for consumer in await redis.xinfo_consumers(keys.outbox(bucket), LEDGER_GROUP):
+            name = consumer["name"].decode()
+            found[name] = found.get(name, 0) + int(consumer["pending"])
+    return found
+
+
+async def test_consumers_of_projectors_that_are_gone_are_pruned_once_they_hold_nothing(
+    redis: Redis,
+    redis_keyspace: Keyspace,
+    ledger: AsyncEngine,
+    redis_store: RedisStore,
+    make_projector: MakeProjector,
+) -> None:
+    keys = sessions(2)
+    await play_turns(redis_store, keys)
+    # A bound of 0 ms: idle for any time at all, so nothing here waits for the clock.
+    projector = await make_projector("live", prune_idle=0.0001)
+    # Two processes that are gone: one with nothing pending, one that read an entry and died.
+    first_outbox = redis_keyspace.outbox(redis_keyspace.bucket(keys[0]))
+    await redis.xgroup_createconsumer(first_outbox, LEDGER_GROUP, "gone-empty")
+    await redis.xreadgroup(LEDGER_GROUP, "gone-holding", {first_outbox: ">"}, count=1)
+    assert await projector.poll() == 7
+    assert await consumers(redis, redis_keyspace) == {"gone-empty": 0, "gone-holding": 1, "live": 0}
+
+    assert await projector.prune() == {"gone-empty"}
+    assert await consumers(redis, redis_keyspace) == {"gone-holding": 1, "live": 0}, "its entry is kept"
+    await eventually(lambda: reclaimed_all(projector), timeout_s=WAIT_TIMEOUT_S)
+    assert await projector.prune() == {"gone-holding"}
+
+    assert await consumers(redis, redis_keyspace) == {"live": 0}
+    assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, keys)
+
+
+async def test_a_live_projector_pruned_with_nothing_pending_goes_on_under_its_name(
+    redis: Redis,
+    redis_keyspace: Keyspace,
+    ledger: AsyncEngine,
+    redis_store: RedisStore,
+    make_projector: MakeProjector,
+) -> None:
+    """A bound too short for a live projector costs nothing: no entry is pending with a consumer
+    when it is removed, and its next read makes it again."""
+    keys = sessions(2)
+    await play_turns(redis_store, keys)
+    pruner = await make_projector("pruner", prune_idle=0.0001)
+    other = await make_projector("other")
+    assert await other.poll() == 8
+    assert "other" in await consumers(redis, redis_keyspace)
+
+    assert await pruner.prune() == {"other"}
+    await play_turns(redis_store, keys, first=1)
+
+    assert await other.poll() == 8
+    assert await consumers(redis, redis_keyspace) == {"other": 0}
+    assert await lag_is_zero(other)
+    assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, keys)

@@ -4,8 +4,9 @@
 Each commit of the Redis store appends one entry (`k` session, `s` last seq written, `epoch` of the
 log that seq is in) to its bucket's outbox. An entry is acknowledged and deleted only once the
 ledger holds its events (outbox_ack.lua, which also raises the session document's `ledger` mark).
-What can never be recorded is dead-lettered once (dead_letter.lua). Any Redis error is
-StoreUnavailable: entries then stay pending, and are never blamed on an event.
+What can never be recorded is dead-lettered once (dead_letter.lua). The names of consumers that
+are gone are pruned from the group (prune_consumers.lua). Any Redis error is StoreUnavailable:
+entries then stay pending, and are never blamed on an event.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from turngate.service.store.redis.keys import (
 
 _ACK = files("turngate.service.store.redis").joinpath("outbox_ack.lua").read_text()
 _DEAD_LETTER = files("turngate.service.store.redis").joinpath("dead_letter.lua").read_text()
+_PRUNE = files("turngate.service.store.redis").joinpath("prune_consumers.lua").read_text()
 
 # An outbox or log entry as redis-py returns it: its id and its fields (empty once deleted).
 Raw = tuple[bytes, dict[bytes, bytes]]
@@ -137,6 +139,7 @@ class Outbox:
         self._batch = batch
         self._ack = redis.register_script(_ACK)
         self._dead_letter = redis.register_script(_DEAD_LETTER)
+        self._prune = redis.register_script(_PRUNE)
 
     async def create_groups(self) -> None:
         """The group starts at 0, so entries written before any projector ran are projected too."""
@@ -275,6 +278,20 @@ class Outbox:
                 args=[about, *entry],
             )
         return bool(written)
+
+    async def prune_consumers(self, idle_ms: int) -> set[str]:
+        """Removes from every bucket's group the consumers other than this one that have nothing
+        pending and have been idle `idle_ms` or longer; returns their names."""
+        with redis_unavailable():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for bucket in self.keys.all_buckets():
+                    await self._prune(
+                        keys=[self.keys.outbox(bucket)],
+                        args=[LEDGER_GROUP, idle_ms, self._consumer],
+                        client=pipe,
+                    )
+                removed = cast(list[list[bytes]], await pipe.execute())
+        return {name.decode() for names in removed for name in names}
 
     async def lag(self) -> int:
         """Entries not yet recorded (acknowledged entries are deleted, so it is their sum)."""

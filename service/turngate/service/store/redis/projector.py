@@ -64,6 +64,9 @@ _LAST_BACKOFF_S = 1.0
 # Entries read per bucket and round: all of one session's go to one script call (outbox_ack.lua),
 # whose arguments Lua unpacks onto its stack (8,000 slots at most).
 _MAX_BATCH = 1_000
+# A consumer of the group idle this long with nothing pending is a projector that is gone (a live
+# one reads every poll; one pruned all the same is made again by its next read).
+PRUNE_IDLE_S = 3_600.0
 
 # Test seam: awaited after each SQL commit that moved a session's cursor (to the seq given),
 # before anything is acknowledged.
@@ -104,7 +107,8 @@ class LedgerProjector:
     """Projects the outboxes of `keys` on `redis` into the ledger on `engine` (already migrated).
 
     `consumer` names this replica in the consumer group. `reclaim_idle` (s): entries pending that
-    long with any consumer are taken over. `max_deliveries`: how often an entry is delivered
+    long with any consumer are taken over. `prune_idle` (s): consumers idle that long with nothing
+    pending are removed from the group. `max_deliveries`: how often an entry is delivered
     before an event of it that fails alone is dead-lettered. Per round, up to `batch` entries per
     bucket are read and projected by up to `concurrency` transactions at once. A local commit
     wakes it (after `coalesce` s, so a burst is projected together); otherwise it looks for other
@@ -120,14 +124,15 @@ class LedgerProjector:
         consumer: str,
         reclaim_idle: float,
         max_deliveries: int,
+        prune_idle: float = PRUNE_IDLE_S,
         batch: int = 100,
         concurrency: int = 8,
         poll_interval: float = 1.0,
         coalesce: float = 0.02,
         after_commit: AfterCommit | None = None,
     ) -> None:
-        if reclaim_idle <= 0 or poll_interval <= 0 or max_deliveries < 1 or concurrency < 1:
-            raise ValueError("reclaim_idle and poll_interval must be > 0; the counts at least 1")
+        if min(reclaim_idle, prune_idle, poll_interval) <= 0 or max_deliveries < 1 or concurrency < 1:
+            raise ValueError("reclaim_idle, prune_idle and poll_interval must be > 0; the counts at least 1")
         if not 1 <= batch <= _MAX_BATCH:
             raise ValueError(f"batch must be 1 to {_MAX_BATCH}")
         self.after_commit = after_commit
@@ -138,6 +143,7 @@ class LedgerProjector:
         self._keys = keys
         self._engine = engine
         self._reclaim_idle = reclaim_idle
+        self._prune_idle = prune_idle
         self._max_deliveries = max_deliveries
         self._poll_interval = poll_interval
         self._coalesce = coalesce
@@ -156,9 +162,9 @@ class LedgerProjector:
 
         First, and after every failure, it recreates the consumer groups if they are missing and
         retries this consumer's own pending entries; every `reclaim_idle / 2` it takes over idle
-        ones; in between it reads new entries, waiting for a commit or `poll_interval` when there
-        are none. While Redis or the ledger is unreachable it backs off and retries, dropping
-        nothing.
+        ones and prunes the consumers that are gone; in between it reads new entries, waiting for
+        a commit or `poll_interval` when there are none. While Redis or the ledger is unreachable
+        it backs off and retries, dropping nothing.
         """
         loop = asyncio.get_running_loop()
         this = asyncio.current_task()
@@ -177,6 +183,7 @@ class LedgerProjector:
                     recovering = False
                 if loop.time() >= next_reclaim:
                     await self.reclaim()
+                    await self.prune()
                     next_reclaim = loop.time() + self._reclaim_idle / 2
                 self._wake.clear()
                 if not await self.poll():
@@ -211,6 +218,18 @@ class LedgerProjector:
         """Takes over and projects entries pending longer than `reclaim_idle` with any consumer
         (one that died or hangs, or this one after a failure); returns how many."""
         return await self._project_each(self._outbox.claim_idle(round(self._reclaim_idle * 1000)))
+
+    async def prune(self) -> set[str]:
+        """Removes from the group the consumers (of projectors that are gone) with nothing pending,
+        idle for `prune_idle` or longer; returns their names."""
+        removed = await self._outbox.prune_consumers(round(self._prune_idle * 1000))
+        if removed:
+            log.info(
+                "removed %d gone consumers from the ledger group: %s",
+                len(removed),
+                ", ".join(sorted(removed)),
+            )
+        return removed
 
     async def lag(self) -> int:
         """Outbox entries not yet recorded."""
