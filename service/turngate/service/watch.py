@@ -87,14 +87,13 @@ class _Subscription:
             if event.seq > self._offered:
                 self._offered = event.seq
                 fresh.append(event)
-        events = fresh
-        if self.overflowed or not events:
+        if self.overflowed or not fresh:
             return
-        if len(self._events) + len(events) > self._capacity:
+        if len(self._events) + len(fresh) > self._capacity:
             self.overflowed = True
             self._events.clear()
         else:
-            self._events.extend(events)
+            self._events.extend(fresh)
         self._ready.set()
 
     def close(self) -> None:

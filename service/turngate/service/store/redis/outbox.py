@@ -55,10 +55,6 @@ class Entry:
     seq: int
     epoch: int
 
-    @property
-    def position(self) -> Position:
-        return Position(self.epoch, self.seq)
-
 
 @dataclass(frozen=True, slots=True)
 class Malformed:
