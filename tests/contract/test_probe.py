@@ -54,7 +54,7 @@ async def test_the_probe_of_a_redis_store_writes_nothing(
 ) -> None:
     await redis_store.ping()
     assert await redis_contents(redis_store.client, redis_keyspace) == {}
-    assert await redis_store.client.exists(redis_keyspace.probe()) == 0
+    assert await redis_store.client.exists(*redis_keyspace.probe()) == 0
 
 
 async def test_the_probe_fails_where_the_database_answers_reads_but_takes_no_write(database_url: str) -> None:

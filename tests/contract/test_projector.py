@@ -55,7 +55,7 @@ from turngate.service.ports.store import Store, StoreUnavailable
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.tables import dialect_insert, ledger_cursors
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, log_id, member
-from turngate.service.store.redis.projector import AfterCommit, LedgerProjector
+from turngate.service.store.redis.projector import PRUNE_IDLE_S, AfterCommit, LedgerProjector
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import SqlStore
 
@@ -74,6 +74,7 @@ class MakeProjector(Protocol):
         reclaim_idle: float = RECLAIM_IDLE_S,
         max_deliveries: int = MAX_DELIVERIES,
         after_commit: AfterCommit | None = None,
+        prune_idle: float = PRUNE_IDLE_S,
     ) -> LedgerProjector: ...
 
 
@@ -102,6 +103,7 @@ async def make_projector(redis_keyspace: Keyspace, ledger: AsyncEngine) -> Async
         reclaim_idle: float = RECLAIM_IDLE_S,
         max_deliveries: int = MAX_DELIVERIES,
         after_commit: AfterCommit | None = None,
+        prune_idle: float = PRUNE_IDLE_S,
     ) -> LedgerProjector:
         projector = LedgerProjector(
             Redis.from_url(REDIS_SERVER),
@@ -110,6 +112,7 @@ async def make_projector(redis_keyspace: Keyspace, ledger: AsyncEngine) -> Async
             consumer=consumer,
             reclaim_idle=reclaim_idle,
             max_deliveries=max_deliveries,
+            prune_idle=prune_idle,
             batch=100,
             concurrency=4,
             after_commit=after_commit,
@@ -226,8 +229,9 @@ async def test_redelivered_entries_change_nothing(
 
     # The same outbox entries again, as a replica that crashed before acknowledging would leave them.
     for key in keys:
+        outbox, epoch = redis_keyspace.outbox(redis_keyspace.bucket(key)), (await redis_store.load(key)).epoch
         for seq in range(1, 5):
-            await redis.xadd(redis_keyspace.outbox(redis_keyspace.bucket(key)), {"k": member(key), "s": seq})
+            await redis.xadd(outbox, {"k": member(key), "s": seq, "epoch": epoch})
     assert await projector.poll() == 12
 
     assert cursors == {}
@@ -331,7 +335,10 @@ async def test_two_projectors_racing_on_the_same_entries_project_each_event_once
     rival = await make_projector("rival", reclaim_idle=0.001, after_commit=note)
     async with ledger.connect() as blocker:
         # Holds the sessions' cursor rows (on SQLite, the database) until both projectors are at them.
-        rows = [{"project_id": k.project_id, "session_id": k.session_id, "seq": 0} for k in keys]
+        rows = [
+            {"project_id": k.project_id, "session_id": k.session_id, "epoch": epoch, "seq": 0}
+            for k, epoch in zip(keys, [(await redis_store.load(k)).epoch for k in keys], strict=True)
+        ]
         await blocker.execute(dialect_insert(ledger.dialect.name, ledger_cursors), rows)
         first_polls = asyncio.create_task(first.poll())
         await eventually(lambda: has_pending(redis, redis_keyspace, "first", 48), timeout_s=WAIT_TIMEOUT_S)
@@ -370,9 +377,10 @@ async def test_a_poison_event_is_dead_lettered_while_others_commit(
     # Two more events in one session's log, as the store writes them: one no version can read.
     log, outbox = redis_keyspace.log(poisoned), redis_keyspace.outbox(redis_keyspace.bucket(poisoned))
     later = TurnAdmitted("t9", "runner", 10**16, 10**16, 10**16 + 20 * SECOND)
-    await redis.xadd(log, {"t": 10**16, "e": b'{"kind": "from_the_future"}'}, id=log_id(5))
-    await redis.xadd(log, {"t": 10**16, "e": dump_event_body(later)}, id=log_id(6))
-    await redis.xadd(outbox, {"k": member(poisoned), "s": 6})
+    epoch = (await redis_store.load(poisoned)).epoch
+    await redis.xadd(log, {"t": 10**16, "e": b'{"kind": "from_the_future"}', "epoch": epoch}, id=log_id(5))
+    await redis.xadd(log, {"t": 10**16, "e": dump_event_body(later), "epoch": epoch}, id=log_id(6))
+    await redis.xadd(outbox, {"k": member(poisoned), "s": 6, "epoch": epoch})
     projector = await make_projector(max_deliveries=2)
 
     await projector.poll()
@@ -571,4 +579,136 @@ async def test_consumer_groups_lost_with_the_outboxes_are_made_again(
     await eventually(lambda: lag_is_zero(projector), timeout_s=WAIT_TIMEOUT_S)
     await stopped(running)
 
+    assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, keys)
+
+
+async def test_an_entry_delivered_to_two_projectors_at_once_is_dead_lettered_once(
+    redis: Redis,
+    redis_keyspace: Keyspace,
+    ledger: AsyncEngine,
+    redis_store: RedisStore,
+    make_projector: MakeProjector,
+) -> None:
+    """The first projector dead-letters a malformed entry and commits a session's events; before
+    it acknowledges anything, a rival takes every pending entry over and projects them too."""
+    key = SessionKey(PROJECT, "s")
+    await play_turn(redis_store, key, "t1")
+    bucket = redis_keyspace.bucket(key)
+    await redis.xadd(redis_keyspace.outbox(bucket), {"k": "no-session-here", "s": "x"})
+    rival = await make_projector("rival", reclaim_idle=0.0001)  # 0 ms: it takes over whatever is pending
+    taken_over: list[int] = []
+
+    async def rival_takes_over(_key: SessionKey, _cursor: int) -> None:
+        taken_over.append(await rival.reclaim())
+
+    first = await make_projector("first", after_commit=rival_takes_over)
+
+    assert await first.poll() == 5
+    assert taken_over == [5], "the rival had every entry delivered again, the malformed one too"
+    dead = await stream_entries(redis, redis_keyspace.dead_letters(bucket))
+    assert [(fields[b"k"], fields[b"s"]) for _, fields in dead] == [(b"no-session-here", b"x")]
+    assert (first.dead_letters, rival.dead_letters) == (1, 0)
+    assert await pending_count(redis, redis_keyspace) == 0
+    assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, [key])
+
+
+async def test_an_event_dead_lettered_before_a_commit_that_failed_is_not_dead_lettered_again(
+    redis: Redis,
+    redis_keyspace: Keyspace,
+    ledger: AsyncEngine,
+    redis_store: RedisStore,
+    make_projector: MakeProjector,
+) -> None:
+    """A poison event is dead-lettered and the cursor moved past it in one transaction, whose
+    commit fails (the ledger goes away right after the dead letter): the retry skips it again."""
+    key = SessionKey(PROJECT, "s")
+    await play_turn(redis_store, key, "t1")
+    epoch = (await redis_store.load(key)).epoch
+    bucket = redis_keyspace.bucket(key)
+    poison = b'{"kind": "from_the_future"}'
+    await redis.xadd(redis_keyspace.log(key), {"t": 10**16, "e": poison, "epoch": epoch}, id=log_id(5))
+    await redis.xadd(redis_keyspace.outbox(bucket), {"k": member(key), "s": 5, "epoch": epoch})
+    projector = await make_projector(max_deliveries=1)
+    failed: list[str] = []
+
+    def fail_the_move_after_the_dead_letter(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if projector.dead_letters and not failed and statement.startswith("UPDATE ledger_cursors"):
+            failed.append(statement)
+            raise OperationalError("ledger", None, ConnectionResetError("the ledger went away"))
+
+    event.listen(ledger.sync_engine, "before_cursor_execute", fail_the_move_after_the_dead_letter)
+    try:
+        with pytest.raises(StoreUnavailable):
+            await projector.poll()
+        assert failed, "the transaction that dead-lettered event 5 failed"
+        assert await cursor_of(ledger, key) == 4
+        await eventually(lambda: reclaimed_all(projector), timeout_s=WAIT_TIMEOUT_S)
+    finally:
+        event.remove(ledger.sync_engine, "before_cursor_execute", fail_the_move_after_the_dead_letter)
+
+    assert await cursor_of(ledger, key) == 5
+    dead = await stream_entries(redis, redis_keyspace.dead_letters(bucket))
+    assert [(fields[b"s"], fields[b"e"]) for _, fields in dead] == [(b"5", poison)]
+    assert projector.dead_letters == 1
+
+
+async def consumers(redis: Redis, keys: Keyspace) -> dict[str, int]:
+    """Every consumer of the group, over all buckets, with the entries pending with it."""
+    found: dict[str, int] = {}
+    for bucket in keys.all_buckets():
+        for consumer in await redis.xinfo_consumers(keys.outbox(bucket), LEDGER_GROUP):
+            name = consumer["name"].decode()
+            found[name] = found.get(name, 0) + int(consumer["pending"])
+    return found
+
+
+async def test_consumers_of_projectors_that_are_gone_are_pruned_once_they_hold_nothing(
+    redis: Redis,
+    redis_keyspace: Keyspace,
+    ledger: AsyncEngine,
+    redis_store: RedisStore,
+    make_projector: MakeProjector,
+) -> None:
+    keys = sessions(2)
+    await play_turns(redis_store, keys)
+    # A bound of 0 ms: idle for any time at all, so nothing here waits for the clock.
+    projector = await make_projector("live", prune_idle=0.0001)
+    # Two processes that are gone: one with nothing pending, one that read an entry and died.
+    first_outbox = redis_keyspace.outbox(redis_keyspace.bucket(keys[0]))
+    await redis.xgroup_createconsumer(first_outbox, LEDGER_GROUP, "gone-empty")
+    await redis.xreadgroup(LEDGER_GROUP, "gone-holding", {first_outbox: ">"}, count=1)
+    assert await projector.poll() == 7
+    assert await consumers(redis, redis_keyspace) == {"gone-empty": 0, "gone-holding": 1, "live": 0}
+
+    assert await projector.prune() == {"gone-empty"}
+    assert await consumers(redis, redis_keyspace) == {"gone-holding": 1, "live": 0}, "its entry is kept"
+    await eventually(lambda: reclaimed_all(projector), timeout_s=WAIT_TIMEOUT_S)
+    assert await projector.prune() == {"gone-holding"}
+
+    assert await consumers(redis, redis_keyspace) == {"live": 0}
+    assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, keys)
+
+
+async def test_a_live_projector_pruned_with_nothing_pending_goes_on_under_its_name(
+    redis: Redis,
+    redis_keyspace: Keyspace,
+    ledger: AsyncEngine,
+    redis_store: RedisStore,
+    make_projector: MakeProjector,
+) -> None:
+    """A bound too short for a live projector costs nothing: no entry is pending with a consumer
+    when it is removed, and its next read makes it again."""
+    keys = sessions(2)
+    await play_turns(redis_store, keys)
+    pruner = await make_projector("pruner", prune_idle=0.0001)
+    other = await make_projector("other")
+    assert await other.poll() == 8
+    assert "other" in await consumers(redis, redis_keyspace)
+
+    assert await pruner.prune() == {"other"}
+    await play_turns(redis_store, keys, first=1)
+
+    assert await other.poll() == 8
+    assert await consumers(redis, redis_keyspace) == {"other": 0}
+    assert await lag_is_zero(other)
     assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, keys)

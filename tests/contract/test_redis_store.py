@@ -30,7 +30,16 @@ from tests.contract.backends import (
     stream_entries,
 )
 from tests.contract.sessions import KEY, SECOND, admit, open_call, stop
-from turngate.service.core import Admit, Command, Complete, Heartbeat, SessionKey, TurnOutcome
+from turngate.service.core import (
+    Admit,
+    Command,
+    Complete,
+    Directive,
+    Heartbeat,
+    HeartbeatReply,
+    SessionKey,
+    TurnOutcome,
+)
 from turngate.service.ports.store import BeforeWrite, StoreContention
 from turngate.service.store.redis.keys import Keyspace, member
 from turngate.service.store.redis.store import RedisStore
@@ -164,6 +173,26 @@ async def test_a_write_on_a_stale_version_writes_nothing_and_the_loop_gives_up_a
     assert after.pop(doc.encode()) == {b"v": b"5", b"doc": document}
     before.pop(doc.encode())
     assert after == before, "no log entry, outbox entry or deadline was written"
+
+
+async def test_a_replica_that_remembers_a_document_redis_lost_does_not_write_over_the_new_one(
+    open_replica: OpenRedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    """Redis loses the session; another replica writes it again, up to the version the first one
+    remembers: the epoch, not the version, tells the first one its document is of the old log."""
+    remembering, other = open_replica(), open_replica()
+    old = await admit(remembering, KEY, "t1")  # version 1 of epoch 1, which it remembers
+    await redis_client.delete(redis_keyspace.doc(KEY), redis_keyspace.log(KEY))  # as Redis lost them
+    await admit(other, KEY, "t2")  # version 1 again, of a new epoch
+    new = await other.load(KEY)
+
+    decision = await remembering.apply(KEY, Heartbeat("t1", old.generation, None))
+
+    assert isinstance(decision.reply, HeartbeatReply)
+    assert decision.reply.directive is Directive.ABANDON, "decided again on the new document"
+    assert await remembering.load(KEY) == new
+    assert await redis_client.hget(redis_keyspace.doc(KEY), "v") == b"1"
+    assert {e.epoch for e in await remembering.events_after(KEY, 0, 10)} == {new.epoch}
 
 
 async def test_a_failing_script_writes_nothing(

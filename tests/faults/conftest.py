@@ -1,6 +1,6 @@
 """Servers of the fault tests' own, which a test may stop, kill and start again: a PostgreSQL for
-the whole run (every test works in a database of its own on it), and a Redis with an append-only
-file per test."""
+the whole run (every test works in a database of its own on it), and a Redis per test, with an
+append-only file (or, for a test of lost data, without any persistence)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.contract.backends import open_redis_store, unique_keyspace
-from tests.faults.servers import DurableRedis, PrivatePostgres
+from tests.faults.servers import DurableRedis, PrivatePostgres, VolatileRedis
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.store import RedisStore
@@ -53,6 +53,14 @@ def ledger_url(private_postgres: PrivatePostgres) -> str:
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[DurableRedis]:
     server = DurableRedis(tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def volatile_redis(tmp_path: Path) -> Iterator[VolatileRedis]:
+    server = VolatileRedis(tmp_path)
     server.start()
     yield server
     server.kill()

@@ -67,9 +67,10 @@ class PrivatePostgres:
         subprocess.run([*self._as_owner, *command], check=True, capture_output=True, timeout=START_TIMEOUT_S)
 
 
-class DurableRedis:
-    """A `redis-server` of its own that appends every write to its AOF and fsyncs it before
-    answering, so what it acknowledged survives a SIGKILL; `start` again loads it back."""
+class PrivateRedisServer:
+    """A `redis-server` of its own on a free port and in `root`, persisting as `PERSISTENCE` says."""
+
+    PERSISTENCE: tuple[str, ...] = ()
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -85,7 +86,7 @@ class DurableRedis:
                 [
                     *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
                     *("--dir", str(self.root), "--save", ""),
-                    *("--appendonly", "yes", "--appendfsync", "always"),
+                    *self.PERSISTENCE,
                 ],
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -107,3 +108,17 @@ class DurableRedis:
             self._process.kill()
             self._process.wait(START_TIMEOUT_S)
             self._process = None
+
+
+class DurableRedis(PrivateRedisServer):
+    """One that appends every write to its AOF and fsyncs it before answering, so what it
+    acknowledged survives a SIGKILL; `start` again loads it back."""
+
+    PERSISTENCE = ("--appendonly", "yes", "--appendfsync", "always")
+
+
+class VolatileRedis(PrivateRedisServer):
+    """One without persistence: started again after `kill`, it has lost everything, as a Redis
+    restarted without AOF or snapshots (or a failover to an empty replica) has."""
+
+    PERSISTENCE = ("--appendonly", "no")

@@ -160,4 +160,4 @@ async def test_redis_refusing_writes_fails_the_health_probe_while_it_answers_pin
     await accept(on_one_server)
 
     await store.ping()
-    assert await store.client.exists(keys.probe()) == 0
+    assert await store.client.exists(*keys.probe()) == 0

@@ -55,6 +55,11 @@ async def test_watch_resumes_across_a_killed_and_restarted_server_gapless_withou
     assert [e.seq for e in seen] == list(range(13)), "a gap or a repeat across the restart"
     assert not any(isinstance(e.body, SessionSnapshot) for e in seen[1:])
     assert wire.sent["WatchSession"] >= 2
+    assert seen[0].epoch == 0, "the snapshot of a session not written yet"
+    assert {e.epoch for e in seen[1:]} == {seen[1].epoch} != {0}, "then the epoch of its first write"
+    resumed = wire.requests["WatchSession"][-1]
+    assert isinstance(resumed, pb.WatchSessionRequest)
+    assert resumed.epoch == seen[-1].epoch, "it resumes in its cursor's epoch"
 
 
 async def test_a_watcher_cut_off_for_falling_behind_resumes_by_itself(
@@ -91,6 +96,24 @@ async def test_a_cursor_the_service_cannot_resume_yields_a_resync_snapshot_then_
         assert (first.body.resync, first.seq, events.cursor) == (True, 1, 1)
         await record_call(raw, lease, "c1")
         assert (await anext(events)).seq == 2
+
+
+async def test_a_cursor_of_another_epoch_yields_a_resync_snapshot_and_one_of_this_epoch_resumes(
+    client: Client, raw: Raw, ref: pb.SessionRef
+) -> None:
+    """An epoch other than the session's: the cursor is of a log the service's store lost."""
+    lease = (await admit(raw, ref, "t1")).lease
+    await record_call(raw, lease, "c1")
+    async with client.watch(ref.session_id) as events:
+        epoch = (await anext(events)).epoch
+    assert epoch > 0
+
+    async with client.watch(ref.session_id, after_seq=1, epoch=epoch + 1) as events:
+        first = await anext(events)
+        assert isinstance(first.body, SessionSnapshot)
+        assert (first.body.resync, first.body.epoch, first.seq) == (True, epoch, 2)
+    async with client.watch(ref.session_id, after_seq=1, epoch=epoch) as events:
+        assert ((await anext(events)).seq, events.cursor) == (2, 2)
 
 
 async def test_a_turn_filter_keeps_only_that_turns_events(

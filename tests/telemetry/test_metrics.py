@@ -101,6 +101,7 @@ async def test_in_redis_mode_the_projector_reports_its_lag_and_dead_letters(
             await eventually(lambda: installed.points("turngate.projector.lag").keys() == {frozenset()})
             await eventually(lambda: installed.value("turngate.projector.lag") == 0)
             assert installed.value("turngate.projector.dead_letters") == 0
+            assert installed.value("turngate.projector.lost_histories") == 0
     finally:
         delete_keyspace(REDIS_SERVER, keys)
 

@@ -37,7 +37,7 @@ HOST = "127.0.0.1"
 # How long a process may take to exit on SIGTERM before it is killed.
 STOP_TIMEOUT_S = 5.0
 # How long a topology may take to settle, fail over or take a node back: reached only when a test fails.
-SETTLE_TIMEOUT_S = 30.0
+SETTLE_TIMEOUT_S = 60.0
 # The harness's own queries: a process silent this long is failing, not slow.
 QUERY_TIMEOUT_S = 1.0
 # The clients handed to tests: a call to a frozen node fails after this, not redis-py's default 5 s.

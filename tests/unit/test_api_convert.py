@@ -180,6 +180,7 @@ def test_turn_admitted_carries_the_turn_its_lease_and_the_time() -> None:
         seq=1,
         time=ts(START),
         session=REF,
+        epoch=START,
         turn_admitted=pb.TurnAdmitted(
             turn=pb.TurnRecord(
                 turn_id="t1",
@@ -203,6 +204,7 @@ def test_tool_call_changed_carries_the_call_with_its_error_and_times() -> None:
         seq=3,
         time=ts(story.at["c1 failed"]),
         session=REF,
+        epoch=START,
         tool_call=pb.ToolCallChanged(
             turn_id="t1",
             generation=story.lease.generation,
@@ -228,6 +230,7 @@ def test_interaction_changed_carries_the_interaction_with_its_resolution_and_tim
         seq=5,
         time=ts(story.at["i1 resolved"]),
         session=REF,
+        epoch=START,
         interaction=pb.InteractionChanged(
             turn_id="t1",
             generation=story.lease.generation,
@@ -252,6 +255,7 @@ def test_stop_requested_carries_the_reason_and_the_stop_deadline() -> None:
         seq=8,
         time=ts(story.at["stop"]),
         session=REF,
+        epoch=START,
         stop_requested=pb.StopRequested(
             turn_id="t1",
             generation=story.lease.generation,
@@ -270,6 +274,7 @@ def test_a_stop_before_the_turn_started_has_no_generation_and_no_deadline() -> N
         seq=1,
         time=ts(START),
         session=REF,
+        epoch=START,
         stop_requested=pb.StopRequested(turn_id="t9", reason="too late to start", before_start=True),
     )
 
@@ -298,6 +303,7 @@ def test_turn_settled_carries_the_settled_turn_what_settlement_closed_and_the_tr
         seq=settled.seq,
         time=ts(story.at["settled"]),
         session=REF,
+        epoch=START,
         turn_settled=pb.TurnSettled(
             turn=pb.TurnRecord(
                 turn_id="t1",
@@ -372,6 +378,7 @@ def test_the_snapshot_of_a_stopping_turn_has_its_stop_and_lease_but_not_its_call
 
     assert convert.snapshot(KEY, state) == pb.SessionSnapshot(
         session=REF,
+        epoch=START,
         seq=9,
         phase=pb.SESSION_PHASE_STOPPING,
         active=pb.TurnRecord(
@@ -399,6 +406,7 @@ def test_the_snapshot_after_a_settlement_has_the_last_settled_turn_and_the_next_
 
     assert snapshot == pb.SessionSnapshot(
         session=REF,
+        epoch=START,
         seq=12,
         phase=pb.SESSION_PHASE_RUNNING,
         active=pb.TurnRecord(
@@ -433,7 +441,7 @@ def test_a_snapshot_event_is_at_the_head_and_the_time_given() -> None:
     state = story.timeline.state
 
     assert convert.snapshot_event(KEY, state, START + 42, resync=False) == pb.SessionEvent(
-        seq=9, time=ts(START + 42), session=REF, snapshot=convert.snapshot(KEY, state)
+        seq=9, time=ts(START + 42), session=REF, snapshot=convert.snapshot(KEY, state), epoch=START
     )
     assert convert.snapshot_event(KEY, state, START, resync=True).snapshot.resync
 

@@ -176,6 +176,9 @@ def test_the_reads_become_their_queries() -> None:
     assert parse.watch(pb.WatchSessionRequest(session=REF, after_seq=5, turn_id="t1")) == parse.WatchQuery(
         KEY, 5, "t1"
     )
+    assert parse.watch(pb.WatchSessionRequest(session=REF, after_seq=5, epoch=42)) == parse.WatchQuery(
+        KEY, 5, "", 42
+    )
     assert parse.get_session(pb.GetSessionRequest(session=REF)) == KEY
     assert parse.get_turn(pb.GetTurnRequest(session=REF, turn_id="t1")) == (KEY, "t1")
     assert parse.list_turns(pb.ListTurnsRequest(session=REF)) == parse.TurnsPage(KEY, 50, None)
@@ -357,6 +360,11 @@ def test_an_empty_request_names_every_required_field_and_nothing_else(
             lambda: parse.watch(pb.WatchSessionRequest(session=REF, after_seq=-1, turn_id="t/1")),
             [("after_seq", "must be 0 (start with a snapshot) or the last seq seen"), ("turn_id", ID_RULE)],
             id="watch",
+        ),
+        pytest.param(
+            lambda: parse.watch(pb.WatchSessionRequest(session=REF, after_seq=3, epoch=-1)),
+            [("epoch", "must be 0 (not given) or the epoch of the last event seen")],
+            id="watch-epoch",
         ),
         pytest.param(
             lambda: parse.get_turn(pb.GetTurnRequest(session=REF, turn_id="é")),

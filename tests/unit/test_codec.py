@@ -6,11 +6,13 @@ The property tests round-trip every state and event they reach; these pin down t
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from turngate.service import codec
 from turngate.service.core import (
+    LEGACY_EPOCH,
     Cancelled,
     Event,
     Idle,
@@ -125,3 +127,23 @@ def test_event_turn_id_names_the_turn_of_every_kind() -> None:
     log: list[Event] = busy_session().log
 
     assert {event.turn_id for event in log} == {"t0", "t1", "t2", "t3"}
+
+
+def test_a_document_written_before_epochs_loads_in_the_legacy_epoch() -> None:
+    """Documents of 0.1.0 (in Redis and SQLite) have no `epoch`; they are not new documents."""
+    state = busy_session().state
+    raw = json.loads(codec.dump_session(state))
+    del raw["epoch"]
+
+    loaded = codec.load_session(json.dumps(raw))
+
+    assert loaded == replace(state, epoch=LEGACY_EPOCH)
+    assert codec.load_session(codec.dump_session(loaded)).epoch == LEGACY_EPOCH
+
+
+def test_an_event_written_before_epochs_loads_in_the_legacy_epoch() -> None:
+    event = busy_session().log[0]
+    raw = json.loads(codec.dump_event(event))
+    del raw["epoch"]
+
+    assert codec.load_event(json.dumps(raw)) == replace(event, epoch=LEGACY_EPOCH)

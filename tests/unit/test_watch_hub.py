@@ -1,6 +1,7 @@
 """WatchHub (watch.py) over the in-memory store: a snapshot first, replay then live without
-duplicates or gaps (I9), gaps filled from the log, slow watchers cut off alone, resync, shutdown,
-and what the cross-replica feed is told.
+duplicates or gaps (I9), gaps filled from the log, slow watchers cut off alone, resync (also across
+a session the store lost and started again, in a new epoch), shutdown, and what the cross-replica
+feed is told.
 
 Each stream is pulled one item at a time, as a gRPC handler pulls it; between two pulls the test
 writes through the store (the hub's listener publishes) or delivers as a feed would, so every
@@ -16,11 +17,11 @@ from typing import TypeVar, overload
 
 import pytest
 
-from turngate.service.core import Admitted, Event, Session, SessionKey
+from turngate.service.core import NO_EPOCH, Admitted, Event, Session, SessionKey
 from turngate.service.ports.store import Store
 from turngate.service.watch import Snapshot, WatchClosed, WatchHub, WatchOverflow
 
-from .helpers import T0, Lease, admit, tool_call
+from .helpers import SECOND, T0, Lease, admit, tool_call
 from .memory_store import MemoryStore
 
 KEY = SessionKey("p1", "s1")
@@ -61,8 +62,10 @@ class FakeFeed:
 class Stream:
     """One watcher's stream (`WatchHub.follow`), pulled one item at a time."""
 
-    def __init__(self, hub: WatchHub, key: SessionKey = KEY, after_seq: int = 0) -> None:
-        self.items: AsyncGenerator[Item, None] = hub.follow(key, after_seq)
+    def __init__(
+        self, hub: WatchHub, key: SessionKey = KEY, after_seq: int = 0, epoch: int = NO_EPOCH
+    ) -> None:
+        self.items: AsyncGenerator[Item, None] = hub.follow(key, after_seq, epoch)
 
     async def next(self) -> Item:
         async with asyncio.timeout(PULL_TIMEOUT_S):
@@ -402,4 +405,92 @@ async def test_unchanged_decisions_publish_nothing_and_other_sessions_are_not_de
     await writer.call()
 
     assert await stream.seqs(1) == [2]
+    await stream.close()
+
+
+# --- a session the store lost and started again (a new epoch) ---------------------------------
+
+
+async def lost_and_written_again(store: MemoryStore, n: int) -> Writer:
+    """The store loses the session (as a Redis without persistence would), which is written again
+    later: `n` events of a new epoch, from seq 1."""
+    del store.data.rows[KEY]
+    store.clock.advance(SECOND)
+    _, writer = await written(n, store)
+    return writer
+
+
+@pytest.mark.parametrize("after_seq", [3, 5], ids=["behind-the-new-head", "at-the-new-head"])
+async def test_a_cursor_of_a_lost_epoch_gets_a_resync_snapshot_though_the_new_log_reaches_it(
+    after_seq: int,
+) -> None:
+    store, _ = await written(5)
+    lost = (await store.load(KEY)).epoch
+    writer = await lost_and_written_again(store, 6)
+    now = await store.load(KEY)
+    assert now.epoch > lost
+
+    stream = Stream(hub_on(store), after_seq=after_seq, epoch=lost)
+
+    assert await stream.snapshot() == Snapshot(now, store.clock.now, resync=True)
+    await writer.call()
+    assert await stream.seqs(1) == [7]
+    await stream.close()
+
+
+async def test_a_cursor_of_the_current_epoch_or_of_none_resumes() -> None:
+    """NO_EPOCH: a client of 0.1.0, which does not send the epoch, resumes as it always did."""
+    store, _ = await written(2)
+    await lost_and_written_again(store, 4)
+    epoch = (await store.load(KEY)).epoch
+
+    for named in (epoch, NO_EPOCH):
+        stream = Stream(hub_on(store), after_seq=2, epoch=named)
+        assert await stream.seqs(2) == [3, 4]
+        await stream.close()
+
+
+async def test_a_live_stream_whose_session_starts_again_gets_a_resync_snapshot_then_the_new_log() -> None:
+    store, writer = await written(3)
+    stream = Stream(hub_on(store))
+    assert (await stream.snapshot()).state.head == 3
+    await writer.call()
+    assert await stream.seqs(1) == [4]
+
+    again = await lost_and_written_again(store, 2)  # seqs 1 and 2 of the new epoch, published here
+
+    snapshot = await stream.snapshot()
+    assert snapshot == Snapshot(await store.load(KEY), store.clock.now, resync=True)
+    assert (snapshot.state.epoch, snapshot.state.head) == ((await store.load(KEY)).epoch, 2)
+    await again.call()
+    assert await stream.seqs(1) == [3], "the new log's events follow its snapshot, none before it"
+    await stream.close()
+
+
+async def test_a_late_event_of_a_log_the_stream_has_left_is_dropped() -> None:
+    feed = FakeFeed()
+    store, _ = await written(3, ReadsLogged())
+    old = await store.events_after(KEY, 0, 10)
+    stream = Stream(hub_on(store, feed=feed), after_seq=3, epoch=(await store.load(KEY)).epoch)
+    again = await lost_and_written_again(store, 1)
+    assert (await stream.snapshot()).resync
+    pull = await store.waiting_live(stream)
+
+    feed.read(KEY, old[-1:])  # the feed's read of the old log, handed over late
+    await again.call()
+
+    item = await pull
+    assert isinstance(item, Event), "no second snapshot"
+    assert item.seq == 2, "nothing of the old log"
+    await stream.close()
+
+
+async def test_a_stream_of_a_session_never_written_follows_its_first_log_without_a_resync() -> None:
+    store = MemoryStore()
+    stream = Stream(hub_on(store))
+    assert await stream.snapshot() == Snapshot(Session(), T0, resync=False)
+
+    await Writer(store).admit()
+
+    assert await stream.seqs(1) == [1]
     await stream.close()

@@ -102,12 +102,14 @@ child of the current span, carrying the W3C traceparent; without it nothing is t
   `await stop_and_wait(session_id, expected_turn_id, *, force_after, reason="", request_id=None)
   -> TurnRecord | None`: Stop, wait up to `force_after` s for the turn to settle, then
   force it; returns the settled record (None if the turn had never been admitted).
-* `client.watch(session_id, *, after_seq=0, turn_id="") -> Watch`: an async iterator (and
-  async context manager) of `Event`s: a snapshot first when `after_seq` is 0, a snapshot with
-  `resync=True` when the cursor could not be resumed; reconnects after UNAVAILABLE, a cut-off
-  for falling behind (RESOURCE_EXHAUSTED, limit `watch_buffer`) or a lost connection with
-  backoff and jitter, resuming after `watch.cursor`, the last seq it yielded; over the
-  watch-stream limits it raises LimitExceeded.
+* `client.watch(session_id, *, after_seq=0, turn_id="", epoch=0) -> Watch`: an async iterator
+  (and async context manager) of `Event`s: a snapshot first when `after_seq` is 0, a snapshot
+  with `resync=True` when the cursor could not be resumed (also when the service's store lost
+  the session and started its log again: a new `Event.epoch`); reconnects after UNAVAILABLE, a
+  cut-off for falling behind (RESOURCE_EXHAUSTED, limit `watch_buffer`) or a lost connection with
+  backoff and jitter, resuming after `watch.cursor`, the last seq it yielded, in that event's
+  epoch; over the watch-stream limits it raises LimitExceeded. A cursor kept elsewhere is the
+  last event's (`epoch`, `seq`): pass both.
 * Reads: `await client.get_session(session_id) -> SessionSnapshot`,
   `await client.get_turn(session_id, turn_id) -> TurnRecord`, `client.list_turns(session_id)`
   and `client.active_sessions()` (async iterators over pages).

@@ -89,9 +89,9 @@ class Client:
     def gateway(self) -> Gateway:
         return Gateway(self._connection)
 
-    def watch(self, session_id: str, *, after_seq: int = 0, turn_id: str = "") -> Watch:
+    def watch(self, session_id: str, *, after_seq: int = 0, turn_id: str = "", epoch: int = 0) -> Watch:
         """The session's events, reconnecting by itself: see `Watch`."""
-        return Watch(self._connection, session_id, after_seq=after_seq, turn_id=turn_id)
+        return Watch(self._connection, session_id, after_seq=after_seq, turn_id=turn_id, epoch=epoch)
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
         """The session's current state (its `seq` is the head)."""

@@ -147,6 +147,7 @@ def snapshot(message: pb.SessionSnapshot) -> SessionSnapshot:
         active=_optional_turn(message, "active"),
         last_settled=_optional_turn(message, "last_settled"),
         resync=message.resync,
+        epoch=message.epoch,
         raw=message,
     )
 
@@ -201,6 +202,7 @@ def event(message: pb.SessionEvent) -> Event:
         time=_always(message, "time"),
         session=session_ref(message.session),
         body=_body(message),
+        epoch=message.epoch,
         raw=message,
     )
 

@@ -139,8 +139,11 @@ class SessionSnapshot:
     active: TurnRecord | None
     last_settled: TurnRecord | None
     resync: bool
-    """In a watch: the cursor could not be resumed; the events between it and `seq` are not
+    """In a watch: the cursor could not be resumed, or the session's log started again under the
+    watch (the service's store lost it); the events between the cursor and `seq` are not
     replayed."""
+    epoch: int = 0
+    """The epoch of the session's log (0 from a service older than epochs)."""
     raw: pb.SessionSnapshot | None = field(default=None, repr=False, compare=False)
 
 
@@ -241,6 +244,10 @@ class Event:
     session: SessionRef
     body: EventBody
     """What happened (the contract's `kind` oneof)."""
+    epoch: int = 0
+    """The epoch of the log the event is in: a session the service's store lost starts a new log,
+    from seq 1 again, in a new epoch. A position in the log is (`epoch`, `seq`); resume a watch
+    with both (0 from a service older than epochs)."""
     raw: pb.SessionEvent | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -338,8 +338,10 @@ class Client:
     def gateway(self) -> Gateway:
         return Gateway(self._loop, self._client)
 
-    def watch(self, session_id: str, *, after_seq: int = 0, turn_id: str = "") -> Watch:
-        return Watch(self._loop, self._client.watch(session_id, after_seq=after_seq, turn_id=turn_id))
+    def watch(self, session_id: str, *, after_seq: int = 0, turn_id: str = "", epoch: int = 0) -> Watch:
+        return Watch(
+            self._loop, self._client.watch(session_id, after_seq=after_seq, turn_id=turn_id, epoch=epoch)
+        )
 
     def get_session(self, session_id: str) -> SessionSnapshot:
         return self._loop.run(self._client.get_session(session_id))

@@ -38,9 +38,11 @@ class Watch:
     yielded with an `UnknownEvent` body. After a blip, a restart of the service or a cut-off for
     falling behind (not over the service's watch-stream limits: that is a `LimitExceeded`), it
     reconnects by itself with exponential backoff and jitter, resuming after `cursor` (the last
-    seq yielded), so no event is lost or repeated. When the service cannot resume from the
-    cursor (it is older than the retained events), the snapshot it sends instead is yielded with
-    `resync = True`: events between the cursor and that snapshot are not replayed. `turn_id` keeps only that
+    seq yielded, with its epoch), so no event is lost or repeated. When the service cannot resume
+    from the cursor (it is older than the retained events, or of a log the service's store lost
+    and started again), the snapshot it sends instead is yielded with `resync = True`: events
+    between the cursor and that snapshot are not replayed. `epoch` is the epoch of `after_seq`'s
+    event (`Event.epoch`), when resuming from a cursor kept elsewhere. `turn_id` keeps only that
     turn's events (snapshots are always sent). Any other error ends the iteration with a
     `TurngateError`. Close it (`aclose()`, or `async with client.watch(...) as events:`) to end
     the stream; cancelling the task iterating it also does.
@@ -50,13 +52,21 @@ class Watch:
     """The seq of the last event yielded (a snapshot's seq is the head it reflects)."""
 
     def __init__(
-        self, connection: Connection, session_id: str, *, after_seq: int = 0, turn_id: str = ""
+        self,
+        connection: Connection,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        turn_id: str = "",
+        epoch: int = 0,
     ) -> None:
         self._connection = connection
         self._request = pb.WatchSessionRequest(
             session=connection.session(session_id), after_seq=after_seq, turn_id=turn_id
         )
         self.cursor = after_seq
+        # The epoch of the log `cursor` is in (0: not known).
+        self._epoch = epoch
         self._events = self._follow()
 
     def __aiter__(self) -> Watch:
@@ -80,14 +90,14 @@ class Watch:
         backoff = self._connection.backoff
         delays = backoff.delays()
         while True:
-            self._request.after_seq = self.cursor
+            self._request.after_seq, self._request.epoch = self.cursor, self._epoch
             call = self._connection.sessions.WatchSession(self._request)
             try:
                 async for response in call:
                     event = response.event
                     delays = backoff.delays()
                     if event.HasField("snapshot") or event.seq > self.cursor:
-                        self.cursor = event.seq
+                        self.cursor, self._epoch = event.seq, event.epoch
                         yield convert.event(event)
                 error = None
             except grpc.aio.AioRpcError as failed:

@@ -1172,12 +1172,19 @@ class WatchSessionRequest(_message.Message):
     SESSION_FIELD_NUMBER: _builtins.int
     AFTER_SEQ_FIELD_NUMBER: _builtins.int
     TURN_ID_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     after_seq: _builtins.int
     """0: start with a snapshot. N > 0: resume after event N (the last seq seen). A cursor older
-    than what is retained, or newer than the head, yields a snapshot with resync = true.
+    than what is retained, newer than the head, or of another epoch than the session's yields a
+    snapshot with resync = true.
     """
     turn_id: _builtins.str
     """Optional: only events of this turn (snapshots are always sent)."""
+    epoch: _builtins.int
+    """With after_seq: the epoch of event N (SessionEvent.epoch). 0: not given; the cursor is then
+    taken to be of the session's current epoch (a cursor from a log the service has since lost
+    and started again is not detected).
+    """
     @_builtins.property
     def session(self) -> Global___SessionRef:
         """Required."""
@@ -1188,10 +1195,11 @@ class WatchSessionRequest(_message.Message):
         session: Global___SessionRef | None = ...,
         after_seq: _builtins.int = ...,
         turn_id: _builtins.str = ...,
+        epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "session", b"session", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "epoch", b"epoch", "session", b"session", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1236,8 +1244,14 @@ class SessionEvent(_message.Message):
     TOOL_CALL_FIELD_NUMBER: _builtins.int
     INTERACTION_FIELD_NUMBER: _builtins.int
     TURN_SETTLED_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Position in the log: 1, 2, 3… A snapshot's seq is the head it reflects."""
+    epoch: _builtins.int
+    """The epoch of the log this event is in (a snapshot: the session's current epoch). A session
+    whose store lost it (redis mode) starts a new log, from seq 1 again, in a new epoch: a
+    position in the log is (epoch, seq), and a watch resumes with both.
+    """
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp:
         """When it happened (store clock)."""
@@ -1282,10 +1296,11 @@ class SessionEvent(_message.Message):
         tool_call: Global___ToolCallChanged | None = ...,
         interaction: Global___InteractionChanged | None = ...,
         turn_settled: Global___TurnSettled | None = ...,
+        epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["interaction", b"interaction", "kind", b"kind", "session", b"session", "snapshot", b"snapshot", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_settled", b"turn_settled"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["interaction", b"interaction", "kind", b"kind", "seq", b"seq", "session", b"session", "snapshot", b"snapshot", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_settled", b"turn_settled"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "interaction", b"interaction", "kind", b"kind", "seq", b"seq", "session", b"session", "snapshot", b"snapshot", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_settled", b"turn_settled"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["snapshot", "turn_admitted", "stop_requested", "tool_call", "interaction", "turn_settled"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
@@ -1305,14 +1320,18 @@ class SessionSnapshot(_message.Message):
     ACTIVE_FIELD_NUMBER: _builtins.int
     LAST_SETTLED_FIELD_NUMBER: _builtins.int
     RESYNC_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """The last event reflected (0 for a session that never had one)."""
     phase: Global___SessionPhase.ValueType
     """IDLE, RUNNING or STOPPING."""
     resync: _builtins.bool
-    """True when the requested cursor could not be resumed (older than retention or newer than
-    the head): events between the cursor and seq are not replayed.
+    """True when the requested cursor could not be resumed (older than retention, newer than the
+    head, or of another epoch), or when the session's log started again under a watch (the
+    store lost it): events between the cursor and seq are not replayed.
     """
+    epoch: _builtins.int
+    """The epoch of the session's log: resume a watch from seq with it (WatchSessionRequest.epoch)."""
     @_builtins.property
     def session(self) -> Global___SessionRef:
         """The session."""
@@ -1334,10 +1353,11 @@ class SessionSnapshot(_message.Message):
         active: Global___TurnRecord | None = ...,
         last_settled: Global___TurnRecord | None = ...,
         resync: _builtins.bool = ...,
+        epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "last_settled", b"last_settled", "session", b"session"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "last_settled", b"last_settled", "phase", b"phase", "resync", b"resync", "seq", b"seq", "session", b"session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "epoch", b"epoch", "last_settled", b"last_settled", "phase", b"phase", "resync", b"resync", "seq", b"seq", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -102,6 +102,8 @@ def projector_for(settings: Settings, engine: AsyncEngine) -> LedgerProjector:
         consumer=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
         reclaim_idle=settings.reclaim_idle,
         max_deliveries=settings.max_deliveries,
+        wait_replicas=settings.redis_wait_replicas,
+        wait_timeout=settings.redis_wait_timeout,
     )
 
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field, TypeAdapter
+from pydantic import BeforeValidator, Field, TypeAdapter
 
-from turngate.service.core import Event, EventBody, Session
+from turngate.service.core import LEGACY_EPOCH, Event, EventBody, Session
 
-_SESSION = TypeAdapter(Session)
+
+def _legacy_epoch(raw: Any) -> Any:
+    """A document written before epochs existed (0.1.0) has none: it is of the legacy epoch, not a
+    new one (which its next write would otherwise start)."""
+    if isinstance(raw, dict) and "epoch" not in raw:
+        return {**raw, "epoch": LEGACY_EPOCH}
+    return raw
+
+
+_SESSION = TypeAdapter(Annotated[Session, BeforeValidator(_legacy_epoch)])
 _EVENT_BODY: TypeAdapter[EventBody] = TypeAdapter(Annotated[EventBody, Field(discriminator="kind")])
 _EVENT = TypeAdapter(Event)
 

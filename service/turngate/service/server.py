@@ -104,6 +104,7 @@ class TurngateServer:
                 lag=projector.lag if projector else None,
                 watchers=lambda: hub.watchers,
                 dead_letters=(lambda: projector.dead_letters) if projector else None,
+                lost_histories=(lambda: projector.lost_histories) if projector else None,
                 loop_restarts=self.supervisor.restarts,
             ),
         )
@@ -274,6 +275,7 @@ async def project(settings: Settings) -> None:
             Sources(
                 lag=projector.lag,
                 dead_letters=lambda: projector.dead_letters,
+                lost_histories=lambda: projector.lost_histories,
                 loop_restarts=supervisor.restarts,
             )
         ),

@@ -5,6 +5,11 @@ de-duplicated by seq. Events may be published out of commit order (each writer p
 its own commit), so a gap in the live feed is filled from the log: the stream is gapless (I9).
 A watcher whose buffer fills is cut off (WatchOverflow) instead of slowing writers or others.
 
+A stream follows one epoch of the session's log. A cursor of another epoch gets a resync
+snapshot instead of a replay; so does a stream that meets an event of another epoch while the
+session's document says its epoch changed (the store lost the session and started it again):
+the new log's events never follow the old one's as if they were its next.
+
 Events reach the hub from this process's commits (the store's listener) and, when the store is
 shared by several replicas, from a `Feed` that follows the logs of the sessions watched here.
 """
@@ -17,7 +22,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from turngate.service.core import Decision, Event, Session, SessionKey
+from turngate.service.core import NO_EPOCH, Decision, Event, Session, SessionKey
 from turngate.service.ports.store import Store
 
 _REPLAY_PAGE = 500
@@ -67,21 +72,28 @@ class _Subscription:
         self._events: deque[Event] = deque()
         self._capacity = capacity
         self._ready = asyncio.Event()
+        self._offered_epoch = NO_EPOCH
         self._offered = 0
         self.overflowed = False
         self.closed = False
 
     def offer(self, events: Sequence[Event]) -> None:
         # The same event may arrive from this process's commit and from the feed: queue it once.
-        events = [event for event in events if event.seq > self._offered]
-        if self.overflowed or not events:
+        # An event of another epoch is always queued (its log starts again at seq 1).
+        fresh = []
+        for event in events:
+            if event.epoch != self._offered_epoch:
+                self._offered_epoch, self._offered = event.epoch, 0
+            if event.seq > self._offered:
+                self._offered = event.seq
+                fresh.append(event)
+        if self.overflowed or not fresh:
             return
-        self._offered = max(self._offered, events[-1].seq)
-        if len(self._events) + len(events) > self._capacity:
+        if len(self._events) + len(fresh) > self._capacity:
             self.overflowed = True
             self._events.clear()
         else:
-            self._events.extend(events)
+            self._events.extend(fresh)
         self._ready.set()
 
     def close(self) -> None:
@@ -98,6 +110,10 @@ class _Subscription:
         taken = list(self._events)
         self._events.clear()
         return taken
+
+
+class _LogStartedAgain(Exception):
+    """An event of another epoch than the stream's: the session's log may have started again."""
 
 
 class WatchHub:
@@ -135,8 +151,11 @@ class WatchHub:
             for subscription in subscriptions:
                 subscription.close()
 
-    async def follow(self, key: SessionKey, after_seq: int) -> AsyncGenerator[Snapshot | Event, None]:
-        """The session's stream after `after_seq` (0: from a snapshot of the head)."""
+    async def follow(
+        self, key: SessionKey, after_seq: int, epoch: int = NO_EPOCH
+    ) -> AsyncGenerator[Snapshot | Event, None]:
+        """The session's stream after `after_seq` (0: from a snapshot of the head) of the log of
+        `epoch` (NO_EPOCH: the cursor is taken to be of the session's current log)."""
         subscription = _Subscription(self._buffer)
         if self._closed:
             raise WatchClosed(after_seq)
@@ -146,32 +165,45 @@ class WatchHub:
             state = await self._store.load(key)
             if self._feed is not None:
                 self._feed.track(key, state.head)
-            cursor = after_seq
-            if after_seq == 0 or not state.head - self._retention <= after_seq <= state.head:
+            following, cursor = state.epoch, after_seq
+            if after_seq == 0 or not self._resumable(state, after_seq, epoch):
                 yield Snapshot(state, await self._store.now(), resync=after_seq != 0)
                 cursor = state.head
             while True:
-                page = await self._store.events_after(key, cursor, _REPLAY_PAGE)
-                for event in page:
-                    yield event
-                    cursor = event.seq
-                if len(page) < _REPLAY_PAGE:
-                    break
-            while True:
-                live = await subscription.take()
-                if not live:
-                    if subscription.overflowed:
-                        raise WatchOverflow(cursor, self._buffer)
-                    raise WatchClosed(cursor)
-                for event in live:
-                    if event.seq <= cursor:
-                        continue
-                    if event.seq > cursor + 1:
-                        for missed in await self._store.events_after(key, cursor, event.seq - cursor - 1):
-                            yield missed
-                            cursor = missed.seq
-                    yield event
-                    cursor = event.seq
+                try:
+                    while True:
+                        page = await self._store.events_after(key, cursor, _REPLAY_PAGE)
+                        for event in page:
+                            following = _in_log(following, event)
+                            yield event
+                            cursor = event.seq
+                        if len(page) < _REPLAY_PAGE:
+                            break
+                    while True:
+                        live = await subscription.take()
+                        if not live:
+                            if subscription.overflowed:
+                                raise WatchOverflow(cursor, self._buffer)
+                            raise WatchClosed(cursor)
+                        for event in live:
+                            following = _in_log(following, event)
+                            if event.seq <= cursor:
+                                continue
+                            if event.seq > cursor + 1:
+                                for missed in await self._store.events_after(
+                                    key, cursor, event.seq - cursor - 1
+                                ):
+                                    following = _in_log(following, missed)
+                                    yield missed
+                                    cursor = missed.seq
+                            yield event
+                            cursor = event.seq
+                except _LogStartedAgain:
+                    state = await self._store.load(key)
+                    # Otherwise the event was a late one of a log this stream has already left.
+                    if state.epoch != following:
+                        yield Snapshot(state, await self._store.now(), resync=True)
+                        following, cursor = state.epoch, state.head
         finally:
             self._watchers -= 1
             subscriptions = self._subscriptions.get(key)
@@ -181,3 +213,17 @@ class WatchHub:
                     del self._subscriptions[key]
                     if self._feed is not None:
                         self._feed.untrack(key)
+
+    def _resumable(self, state: Session, after_seq: int, epoch: int) -> bool:
+        """Whether a stream can replay after `after_seq`: a cursor of the session's log (or of a
+        log not named), within what it retains."""
+        of_this_log = epoch in (NO_EPOCH, state.epoch)
+        return of_this_log and state.head - self._retention <= after_seq <= state.head
+
+
+def _in_log(following: int, event: Event) -> int:
+    """The epoch a stream follows once `event` is in it; _LogStartedAgain for an event of another
+    log than the one it follows (a stream of a session never written follows the first it meets)."""
+    if following not in (NO_EPOCH, event.epoch):
+        raise _LogStartedAgain
+    return event.epoch

@@ -102,17 +102,24 @@ def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.S
         active=turn_record(turn_view(state.active), with_calls=False) if state.active else None,
         last_settled=turn_record(turn_view(last)) if last else None,
         resync=resync,
+        epoch=state.epoch,
     )
 
 
 def snapshot_event(key: SessionKey, state: core.Session, now: int, resync: bool) -> pb.SessionEvent:
     return pb.SessionEvent(
-        seq=state.head, time=timestamp(now), session=session_ref(key), snapshot=snapshot(key, state, resync)
+        seq=state.head,
+        time=timestamp(now),
+        session=session_ref(key),
+        snapshot=snapshot(key, state, resync),
+        epoch=state.epoch,
     )
 
 
 def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
-    out = pb.SessionEvent(seq=value.seq, time=timestamp(value.time), session=session_ref(key))
+    out = pb.SessionEvent(
+        seq=value.seq, time=timestamp(value.time), session=session_ref(key), epoch=value.epoch
+    )
     match value.body:
         case core.TurnAdmitted() as b:
             out.turn_admitted.turn.CopyFrom(

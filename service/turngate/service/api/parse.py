@@ -110,6 +110,8 @@ class WatchQuery:
     key: SessionKey
     after_seq: int
     turn_id: str
+    # The epoch of after_seq's event; NO_EPOCH when the client did not say.
+    epoch: int = core.NO_EPOCH
 
 
 def watch(request: pb.WatchSessionRequest) -> WatchQuery:
@@ -117,9 +119,11 @@ def watch(request: pb.WatchSessionRequest) -> WatchQuery:
     key = check.session("session", request.HasField("session"), request.session)
     if request.after_seq < 0:
         check.fail("after_seq", "must be 0 (start with a snapshot) or the last seq seen")
+    if request.epoch < 0:
+        check.fail("epoch", "must be 0 (not given) or the epoch of the last event seen")
     turn_id = check.identifier("turn_id", request.turn_id, required=False)
     check.done()
-    return WatchQuery(key, request.after_seq, turn_id)
+    return WatchQuery(key, request.after_seq, turn_id, request.epoch)
 
 
 def get_session(request: pb.GetSessionRequest) -> SessionKey:

@@ -33,7 +33,9 @@ class SessionService(pb_grpc.SessionServiceServicer):
         try:
             query = parse.watch(request)
             with self._quota.hold(current_principal.get().name, query.key):
-                async with contextlib.aclosing(self._hub.follow(query.key, query.after_seq)) as stream:
+                async with contextlib.aclosing(
+                    self._hub.follow(query.key, query.after_seq, query.epoch)
+                ) as stream:
                     async for item in stream:
                         if isinstance(item, Snapshot):
                             event = convert.snapshot_event(query.key, item.state, item.time, item.resync)

@@ -24,6 +24,7 @@ from turngate.service.core.enums import (
     TurnPhase,
 )
 from turngate.service.core.events import (
+    LEGACY_EPOCH,
     Event,
     EventBody,
     InteractionChanged,
@@ -32,7 +33,7 @@ from turngate.service.core.events import (
     TurnAdmitted,
     TurnSettled,
 )
-from turngate.service.core.model import ActiveTurn, RequestMemo, Session, SessionKey
+from turngate.service.core.model import NO_EPOCH, ActiveTurn, RequestMemo, Session, SessionKey
 from turngate.service.core.records import Interaction, SettledTurn, StopRequest, ToolCall
 from turngate.service.core.replies import (
     Admitted,
@@ -50,6 +51,8 @@ from turngate.service.core.replies import (
 )
 
 __all__ = [
+    "LEGACY_EPOCH",
+    "NO_EPOCH",
     "ActiveTurn",
     "Admit",
     "Admitted",

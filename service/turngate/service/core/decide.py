@@ -44,7 +44,7 @@ from turngate.service.core.events import (
     TurnAdmitted,
     TurnSettled,
 )
-from turngate.service.core.model import ActiveTurn, RequestMemo, Session
+from turngate.service.core.model import NO_EPOCH, ActiveTurn, RequestMemo, Session
 from turngate.service.core.records import Interaction, SettledTurn, StopRequest, ToolCall
 from turngate.service.core.replies import (
     Admitted,
@@ -122,14 +122,22 @@ class _Draft:
         if self.state is self.original and not self.bodies:
             return Decision(self.original, (), reply, changed=False)
         first = self.state.next_seq
-        events = tuple(Event(first + i, self.now, body) for i, body in enumerate(self.bodies))
+        epoch = _epoch(self.state, self.now)
+        events = tuple(Event(first + i, self.now, body, epoch) for i, body in enumerate(self.bodies))
         state = replace(
             self.state,
+            epoch=epoch,
             next_seq=first + len(events),
             tombstones=_unexpired(self.state.tombstones, self.now, lambda exp: exp),
             requests=_unexpired(self.state.requests, self.now, lambda memo: memo.expires_at),
         )
         return Decision(state, events, reply, changed=True)
+
+
+def _epoch(state: Session, now: int) -> int:
+    """A document keeps its epoch; its first write starts one at `now`. The store's clock (I10) has
+    moved on since any earlier write of the session, so one the store lost starts a new epoch."""
+    return now if state.epoch == NO_EPOCH else state.epoch
 
 
 _V = TypeVar("_V")

@@ -1,4 +1,8 @@
-"""What decide() records: the session's ordered event log (seq 1, 2, 3…), one body per change."""
+"""What decide() records: the session's ordered event log (seq 1, 2, 3…), one body per change.
+
+A log belongs to one epoch of its session (`Session.epoch`): a store that lost the session starts
+a new log, at seq 1 again, in a new epoch, so (epoch, seq) names an event for good.
+"""
 
 from __future__ import annotations
 
@@ -64,14 +68,20 @@ class TurnSettled:
 
 EventBody = TurnAdmitted | StopRequested | ToolCallChanged | InteractionChanged | TurnSettled
 
+# The epoch of every document and event written before epochs existed (turngate 0.1.0): below any
+# epoch taken from a store clock (µs since 1970), and never 0, which means "none yet".
+LEGACY_EPOCH = 1
+
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One entry of the log: its position, the store-clock time it happened, and what happened."""
+    """One entry of the log: its position, the store-clock time it happened, what happened, and
+    the epoch of the log it belongs to."""
 
     seq: int
     time: int
     body: EventBody
+    epoch: int = LEGACY_EPOCH
 
     @property
     def turn_id(self) -> str:

@@ -51,12 +51,18 @@ class RequestMemo:
     expires_at: int
 
 
+# The epoch of a document never written: `decide` gives it one on its first write.
+NO_EPOCH = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     """One session's document. `generation` is the last fencing token issued.
 
     `tombstones` maps turn ids cancelled before they started to when they are forgotten;
-    `recent` holds the last few settled turns, oldest first.
+    `recent` holds the last few settled turns, oldest first. `epoch` names this run of the
+    session's history: the store-clock time of the document's first write, kept for as long as the
+    document lives, so a document the store lost and wrote again is told apart from the old one.
     """
 
     next_seq: int = 1
@@ -65,6 +71,7 @@ class Session:
     tombstones: Mapping[str, int] = field(default_factory=dict)
     recent: tuple[SettledTurn, ...] = ()
     requests: Mapping[str, RequestMemo] = field(default_factory=dict)
+    epoch: int = NO_EPOCH
 
     @property
     def head(self) -> int:

@@ -2,8 +2,8 @@
 
 It runs inside the SQL store's transaction and, in redis mode, in the outbox projector, which
 may deliver a batch more than once. So every write is idempotent and monotonic: events are
-insert-or-ignore by seq, a turn's first Stop is kept, and a tool call or interaction leaves its
-open state once and never returns to it.
+insert-or-ignore by epoch and seq, a turn's first Stop is kept, and a tool call or interaction
+leaves its open state once and never returns to it.
 
 Writes of one kind go as one executemany, the kinds in the order admit, stop, tool call,
 interaction, settle. That keeps each row's writes in seq order, so the rows are those recording
@@ -136,6 +136,7 @@ def _event_row(key: SessionKey, event: Event) -> _Row:
     return {
         "project_id": key.project_id,
         "session_id": key.session_id,
+        "epoch": event.epoch,
         "seq": event.seq,
         "time": event.time,
         "kind": event.body.kind,

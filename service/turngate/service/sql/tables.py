@@ -7,7 +7,18 @@ primary key starts with `project_id` (I11).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Index, MetaData, SmallInteger, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 metadata = MetaData(
@@ -36,15 +47,20 @@ sessions = Table(
     Index(None, "project_id", "deadline_at", "session_id"),
 )
 
+# An event is named by its session, the epoch of the log it was written to and its seq: a Redis
+# store that lost a session starts its log again at seq 1 in a new epoch (redis mode keeps both).
 session_events = Table(
     "session_events",
     metadata,
-    *_key(),
-    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("project_id", _ID, nullable=False),
+    Column("session_id", _ID, nullable=False),
+    Column("seq", BigInteger, nullable=False, autoincrement=False),
     Column("time", BigInteger, nullable=False),
     Column("kind", String(32), nullable=False),
     Column("turn_id", _ID, nullable=False),
     Column("body", Text, nullable=False),
+    Column("epoch", BigInteger, nullable=False, autoincrement=False),
+    PrimaryKeyConstraint("project_id", "session_id", "epoch", "seq"),
 )
 
 turns = Table(
@@ -100,13 +116,15 @@ interactions = Table(
 )
 
 
-# Redis mode: how far the projector has recorded each session's events. Projecting locks the row,
-# so replicas that deliver the same outbox entries record each event once, in seq order.
+# Redis mode: how far the projector has recorded each session's events (up to `seq` of the log of
+# `epoch`). Projecting locks the row, so replicas that deliver the same outbox entries record each
+# event once, in seq order.
 ledger_cursors = Table(
     "ledger_cursors",
     metadata,
     *_key(),
     Column("seq", BigInteger, nullable=False),
+    Column("epoch", BigInteger, nullable=False),
 )
 
 

@@ -115,20 +115,23 @@ class SqlStore(CompareAndSetStore):
         return Session() if doc is None else load_session(doc)
 
     async def events_after(self, key: SessionKey, after_seq: int, limit: int) -> list[Event]:
+        """The session's epoch is the only one this store writes; naming it (the newest, an index
+        lookup) lets the read seek straight to `after_seq` in the primary key."""
+        of_session = (
+            session_events.c.project_id == key.project_id,
+            session_events.c.session_id == key.session_id,
+        )
+        epoch = select(func.max(session_events.c.epoch)).where(*of_session).scalar_subquery()
         query = (
-            select(session_events.c.seq, session_events.c.time, session_events.c.body)
-            .where(
-                session_events.c.project_id == key.project_id,
-                session_events.c.session_id == key.session_id,
-                session_events.c.seq > after_seq,
-            )
+            select(session_events.c.seq, session_events.c.time, session_events.c.body, session_events.c.epoch)
+            .where(*of_session, session_events.c.epoch == epoch, session_events.c.seq > after_seq)
             .order_by(session_events.c.seq)
             .limit(limit)
         )
         with unavailable_on_failure():
             async with self._engine.connect() as conn:
                 rows = await conn.execute(query)
-        return [Event(row.seq, row.time, load_event_body(row.body)) for row in rows]
+        return [Event(row.seq, row.time, load_event_body(row.body), row.epoch) for row in rows]
 
     async def now(self) -> int:
         with unavailable_on_failure():

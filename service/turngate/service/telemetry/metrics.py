@@ -4,8 +4,8 @@ Counters and histograms come from what the store decided: a store Observer sees 
 after its commit, whoever called it and whether or not the caller is still waiting. Gauges report
 at collection what a `Sampler` holds: the store's active turns and the projector's lag, which it
 reads every SAMPLE_INTERVAL_S (a collection runs on an exporter's or the HTTP server's thread and
-cannot wait on the event loop), and the hub's watchers, the projector's dead letters and the
-background loops' restarts as they are.
+cannot wait on the event loop), and the hub's watchers, the projector's dead letters and lost
+histories and the background loops' restarts as they are.
 
 The instruments are made once per process, because an SDK meter keeps the callbacks an observable
 instrument was first made with: they report the sampler of the server or projector started last.
@@ -60,10 +60,11 @@ class Sources:
     # Sampled every SAMPLE_INTERVAL_S: the store's active turns, the projector's outbox lag.
     active_turns: Callable[[], Awaitable[int]] | None = None
     lag: Callable[[], Awaitable[int]] | None = None
-    # Read at collection: the hub's open streams, the projector's dead letters, and how often each
-    # background loop was restarted after a failure, by its name.
+    # Read at collection: the hub's open streams, the projector's dead letters and lost histories,
+    # and how often each background loop was restarted after a failure, by its name.
     watchers: Callable[[], int] | None = None
     dead_letters: Callable[[], int] | None = None
+    lost_histories: Callable[[], int] | None = None
     loop_restarts: Callable[[], Mapping[str, int]] | None = None
 
 
@@ -96,6 +97,9 @@ class Sampler:
 
     def loop_restarts(self) -> Mapping[str, int]:
         return {} if self.sources.loop_restarts is None else self.sources.loop_restarts()
+
+    def lost_histories(self) -> int | None:
+        return None if self.sources.lost_histories is None else self.sources.lost_histories()
 
 
 async def _read(sample: Callable[[], Awaitable[int]]) -> int | None:
@@ -160,6 +164,12 @@ class Metrics:
             [self._restarts],
             "{restart}",
             "Background loops restarted after an unexpected failure, by loop",
+        )
+        meter.create_observable_counter(
+            "turngate.projector.lost_histories",
+            [self._callback(Sampler.lost_histories)],
+            "{session}",
+            "Sessions whose Redis log this process's projector found started again (Redis lost them)",
         )
 
     def _callback(

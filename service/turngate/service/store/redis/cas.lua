@@ -1,50 +1,64 @@
 #!lua
 -- The Redis store's one write: a generic compare-and-set of a session document.
--- It knows versions, keys, streams and the clock, never turn rules (those are decided in Python).
--- The shebang (no flags) declares that it may write: Redis refuses to run it at all where it could
--- not write (a read-only replica, out of memory), also when it would only confirm (the health probe).
+-- It knows versions, epochs, keys, streams and the clock, never turn rules (those are decided in
+-- Python). The shebang (no flags) declares that it may write: Redis refuses to run it at all where
+-- it could not write (a read-only replica, out of memory), also when it would only confirm (the
+-- health probe).
 --
 -- KEYS: 1 doc hash, 2 session log stream, 3 bucket deadlines zset, 4 bucket outbox stream
--- ARGV: 1 version the decision read, 2 the decision's `now` (µs), 3 how far behind TIME and
---       4 how far ahead of TIME that `now` may be (µs), 5 new document ("" when the decision
---       changed nothing: confirm only), 6 deadline (µs, or "" for none), 7 session member,
---       8 events to retain, 9 number of events N, then N triples: seq, time, event body
+-- ARGV: 1 version the decision read, 2 the epoch of the decision's document (written with every
+--       log and outbox entry), 3 the decision's `now` (µs), 4 how far behind TIME and 5 how far
+--       ahead of TIME that `now` may be (µs), 6 new document ("" when the decision changed
+--       nothing: confirm only), 7 deadline (µs, or "" for none), 8 session member, 9 events to
+--       retain, 10 number of events N, then N triples: seq, time, event body
 -- Returns {1, seconds, µs} (TIME) when confirmed or written, or {0, seconds, µs, version, document}
--- when the version changed or the decision's clock was off (nothing written).
+-- when the version or the epoch changed or the decision's clock was off (nothing written).
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local version = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
-local decided_at = tonumber(ARGV[2])
-if version ~= tonumber(ARGV[1]) or decided_at < now - tonumber(ARGV[3]) or decided_at > now + tonumber(ARGV[4]) then
+local decided_at = tonumber(ARGV[3])
+-- A document Redis lost and wrote again may reach the version a replica remembers of the old one:
+-- the epoch its log names (entries of 0.1.0 name none) tells them apart.
+local logged_epoch = nil
+local newest = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+if newest then
+  for i = 1, #newest[2], 2 do
+    if newest[2][i] == 'epoch' then
+      logged_epoch = newest[2][i + 1]
+    end
+  end
+end
+if version ~= tonumber(ARGV[1]) or (version > 0 and logged_epoch and logged_epoch ~= ARGV[2])
+    or decided_at < now - tonumber(ARGV[4]) or decided_at > now + tonumber(ARGV[5]) then
   return {0, time[1], time[2], version, redis.call('HGET', KEYS[1], 'doc')}
 end
-if ARGV[5] == '' then
+if ARGV[6] == '' then
   return {1, time[1], time[2]}
 end
 
 -- The log first: a failing script is not rolled back, and the first XADD is the one command here
 -- that can fail on the store's own keys (an id at or below the log's last), so nothing precedes it.
-local count = tonumber(ARGV[9])
+local count = tonumber(ARGV[10])
 local last = 0
 for i = 0, count - 1 do
-  local base = 10 + i * 3
+  local base = 11 + i * 3
   last = tonumber(ARGV[base])
-  redis.call('XADD', KEYS[2], ARGV[base] .. '-0', 't', ARGV[base + 1], 'e', ARGV[base + 2])
+  redis.call('XADD', KEYS[2], ARGV[base] .. '-0', 't', ARGV[base + 1], 'e', ARGV[base + 2], 'epoch', ARGV[2])
 end
-redis.call('HSET', KEYS[1], 'v', version + 1, 'doc', ARGV[5])
+redis.call('HSET', KEYS[1], 'v', version + 1, 'doc', ARGV[6])
 if count > 0 then
-  redis.call('XADD', KEYS[4], '*', 'k', ARGV[7], 's', last)
+  redis.call('XADD', KEYS[4], '*', 'k', ARGV[8], 's', last, 'epoch', ARGV[2])
   -- Keep what watchers may resume from, and everything the ledger has not recorded yet.
   local projected = tonumber(redis.call('HGET', KEYS[1], 'ledger') or '0')
-  local keep_from = math.min(last - tonumber(ARGV[8]), projected) + 1
+  local keep_from = math.min(last - tonumber(ARGV[9]), projected) + 1
   if keep_from > 1 then
     redis.call('XTRIM', KEYS[2], 'MINID', keep_from .. '-0')
   end
 end
 
-if ARGV[6] == '' then
-  redis.call('ZREM', KEYS[3], ARGV[7])
+if ARGV[7] == '' then
+  redis.call('ZREM', KEYS[3], ARGV[8])
 else
-  redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
+  redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8])
 end
 return {1, time[1], time[2]}

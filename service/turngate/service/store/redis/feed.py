@@ -5,7 +5,9 @@ those logs; when the set of watched sessions changes, another connection interru
 UNBLOCK) so a new session is followed at once. On a Redis Cluster one XREAD may name keys of one
 slot only, so there is one such reader per bucket that has watched sessions, each on the node
 that owns the bucket's slot, found again after a failover. Positions are seqs, so nothing is read
-twice and nothing is skipped across reconnects.
+twice and nothing is skipped across reconnects. After a reconnect, a log that Redis lost and
+started again (its newest entry behind the position, or of another epoch than the events read
+from it) is read from its start: its events reach the hub, which resyncs the session's watchers.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from redis.asyncio.cluster import RedisCluster
 from turngate.service.core import Event, SessionKey
 from turngate.service.redis_url import RedisUrl
 from turngate.service.store.redis.connection import UNAVAILABLE_ERRORS, client_for
-from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id
+from turngate.service.store.redis.keys import Keyspace, LogEntries, epoch_of, log_event, log_id, seq_of
 
 _log = logging.getLogger(__name__)
 # How long one XREAD may block; a change of the watched set interrupts it sooner.
@@ -54,6 +56,8 @@ class RedisLogFeed:
         self._reader: Redis | None = None
         self._control: Redis | None = None
         self._positions: dict[SessionKey, int] = {}
+        # The epoch of the events last delivered from each log.
+        self._epochs: dict[SessionKey, int] = {}
         self._changed = asyncio.Event()
         self._reads = 0  # which XREAD is in flight, so an interruption targets that one only
         self._reader_id: int | None = None
@@ -73,6 +77,7 @@ class RedisLogFeed:
 
     def untrack(self, key: SessionKey) -> None:
         self._positions.pop(key, None)
+        self._epochs.pop(key, None)
 
     async def _interrupt(self, read: int) -> None:
         """Unblocks XREAD number `read`; retried until it is blocked at the server or has ended."""
@@ -102,6 +107,7 @@ class RedisLogFeed:
             if self._reader is None or self._reader_id is None:
                 self._reader, self._control = await self._endpoints()
                 self._reader_id = await self._reader.client_id()
+                await self._restart_lost_logs(self._reader)
                 continue  # the watched set may have changed while connecting
             self._changed.clear()
             logs = {self._keys.log(key): key for key in self._positions}
@@ -116,8 +122,27 @@ class RedisLogFeed:
                 events = [log_event(entry_id, fields) for entry_id, fields in entries]
                 if events and key in self._positions:
                     self._positions[key] = events[-1].seq
+                    self._epochs[key] = events[-1].epoch
                     if self._deliver is not None:
                         self._deliver(key, events)
+
+    async def _restart_lost_logs(self, client: Redis) -> None:
+        """Follows from its start each log Redis lost and started again while this feed was away
+        (one that grew past the position before any event was read from it reaches the hub all
+        the same: from the position on, in a new epoch)."""
+        keys = list(self._positions)
+        if not keys:
+            return
+        # On the reader's one connection (a pipeline would take another), once per reconnect.
+        newest = [cast(LogEntries, await client.xrevrange(self._keys.log(key), count=1)) for key in keys]
+        for key, entries in zip(keys, newest, strict=True):
+            position = self._positions.get(key)
+            if position is None:
+                continue
+            seq, epoch = (seq_of(entries[0][0]), epoch_of(entries[0][1])) if entries else (0, None)
+            if seq < position or epoch != self._epochs.get(key, epoch):
+                self._positions[key] = 0
+                self._epochs.pop(key, None)
 
     async def close(self) -> None:
         for client in (self._reader, self._control):

@@ -3,15 +3,21 @@ so each command lives in one slot and the layout stays valid on Redis Cluster.
 
 Per session (`member` = `project/session`; ids cannot contain `/`):
   `<prefix>:{b}:doc:<member>`   hash: `v` version, `doc` document JSON, `ledger` seq projected so far
-  `<prefix>:{b}:log:<member>`   stream of the session's events, entry id `<seq>-0`, fields `t`, `e`
+  `<prefix>:{b}:log:<member>`   stream of the session's events, entry id `<seq>-0`, fields `t` time,
+                                `e` event, `epoch` the document's epoch
 Per bucket:
   `<prefix>:{b}:deadlines`      sorted set: member → next deadline (µs)
-  `<prefix>:{b}:outbox`         stream, one entry per commit: `k` member, `s` last seq written
+  `<prefix>:{b}:outbox`         stream, one entry per commit: `k` member, `s` last seq written,
+                                `epoch` the epoch of the log that seq is in
   `<prefix>:{b}:replicated`     string, written only with redis_wait_replicas: see store.py
   `<prefix>:{b}:deadletter`     stream of what the ledger could never record: `k`, `s`, `reason`, and
-                                the event's `t`, `e` when there is one (see store/redis/projector.py)
+                                the event's `t`, `e`, `epoch` when there is one (store/redis/projector.py)
+  `<prefix>:{b}:deadletter:index`  hash: what each dead letter is about → its entry id, so each is
+                                written once (dead_letter.lua)
 Never written:
-  `<prefix>:probe`              the document the health probe's compare-and-set confirms (version 0)
+  `<prefix>:{probe}:doc`, `:log` the document and log the health probe's compare-and-set confirms (version 0)
+
+Entries written by 0.1.0 have no `epoch`: they are of the legacy epoch (`core.LEGACY_EPOCH`).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from turngate.service.codec import load_event_body
-from turngate.service.core import Event, SessionKey
+from turngate.service.core import LEGACY_EPOCH, Event, SessionKey
 
 LEDGER_GROUP = "ledger"
 
@@ -49,9 +55,14 @@ def seq_of(entry_id: str | bytes) -> int:
 LogEntries = list[tuple[bytes, dict[bytes, bytes]]]
 
 
+def epoch_of(fields: Mapping[bytes, bytes]) -> int:
+    """The epoch a log or outbox entry names."""
+    return int(fields.get(b"epoch", LEGACY_EPOCH))
+
+
 def log_event(entry_id: bytes, fields: Mapping[bytes, bytes]) -> Event:
     """The event a session-log entry holds."""
-    return Event(seq_of(entry_id), int(fields[b"t"]), load_event_body(fields[b"e"]))
+    return Event(seq_of(entry_id), int(fields[b"t"]), load_event_body(fields[b"e"]), epoch_of(fields))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +92,16 @@ class Keyspace:
     def dead_letters(self, bucket: int) -> str:
         return f"{self._tag(bucket)}:deadletter"
 
-    def probe(self) -> str:
-        return f"{self.prefix}:probe"
+    def probe(self) -> list[str]:
+        """The document and log the health probe confirms on: never written, one slot."""
+        return [f"{self.prefix}:{{probe}}:doc", f"{self.prefix}:{{probe}}:log"]
 
     def replication_mark(self, bucket: int) -> str:
         """Written by a confirmation that waits for replicas (WAIT counts a connection's writes)."""
         return f"{self._tag(bucket)}:replicated"
+
+    def dead_letter_index(self, bucket: int) -> str:
+        return f"{self._tag(bucket)}:deadletter:index"
 
     def all_buckets(self) -> range:
         return range(self.buckets)

@@ -1,10 +1,12 @@
 """The Redis side of ledger projection: the bucket outboxes read as a consumer of the group
 `ledger`, the session logs their entries point to, acknowledgements and dead letters.
 
-Each commit of the Redis store appends one entry (`k` session, `s` last seq written) to its
-bucket's outbox. An entry is acknowledged and deleted only once the ledger holds its events
-(outbox_ack.lua, which also raises the session document's `ledger` mark). Any Redis error is
-StoreUnavailable: entries then stay pending, and are never blamed on an event.
+Each commit of the Redis store appends one entry (`k` session, `s` last seq written, `epoch` of the
+log that seq is in) to its bucket's outbox. An entry is acknowledged and deleted only once the
+ledger holds its events (outbox_ack.lua, which also raises the session document's `ledger` mark).
+What can never be recorded is dead-lettered once (dead_letter.lua). The names of consumers that
+are gone are pruned from the group (prune_consumers.lua). Any Redis error is StoreUnavailable:
+entries then stay pending, and are never blamed on an event.
 """
 
 from __future__ import annotations
@@ -18,15 +20,27 @@ from typing import Any, cast
 
 from redis import exceptions as redis_errors
 from redis.asyncio.client import Pipeline
-from redis.asyncio.cluster import ClusterPipeline
-from redis.typing import EncodableT, FieldT
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+from redis.commands.core import AsyncScript
+from redis.typing import EncodableT
 
-from turngate.service.core import SessionKey
+from turngate.service.core import LEGACY_EPOCH, SessionKey
+from turngate.service.ledger.cursors import Position
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.store.redis.connection import Client
-from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, log_id, session_of
+from turngate.service.store.redis.keys import (
+    LEDGER_GROUP,
+    Keyspace,
+    LogEntries,
+    epoch_of,
+    log_id,
+    member,
+    session_of,
+)
 
 _ACK = files("turngate.service.store.redis").joinpath("outbox_ack.lua").read_text()
+_DEAD_LETTER = files("turngate.service.store.redis").joinpath("dead_letter.lua").read_text()
+_PRUNE = files("turngate.service.store.redis").joinpath("prune_consumers.lua").read_text()
 
 # An outbox or log entry as redis-py returns it: its id and its fields (empty once deleted).
 Raw = tuple[bytes, dict[bytes, bytes]]
@@ -35,13 +49,21 @@ Read = Sequence[tuple[int, Raw]]
 
 
 @dataclass(frozen=True, slots=True)
+class ScriptCall:
+    script: AsyncScript
+    keys: list[str]
+    args: list[EncodableT]
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
-    """An outbox entry: the session `key` has events up to `seq` to record."""
+    """An outbox entry: the session `key` has events up to `seq` of the log of `epoch` to record."""
 
     bucket: int
     id: bytes
     key: SessionKey
     seq: int
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,18 +94,28 @@ def sort_entries(read: Read) -> Sorted:
             found.gone.append((bucket, entry_id))
             continue
         try:
-            key, seq = session_of(fields[b"k"].decode()), int(fields[b"s"])
+            key, seq, epoch = session_of(fields[b"k"].decode()), int(fields[b"s"]), epoch_of(fields)
         except (KeyError, ValueError) as exc:
             k, s = fields.get(b"k", b""), fields.get(b"s", b"")
             found.malformed.append(
                 Malformed(bucket, entry_id, k, s, f"malformed outbox entry: {described(exc)}")
             )
             continue
-        found.by_session.setdefault(key, []).append(Entry(bucket, entry_id, key, seq))
+        found.by_session.setdefault(key, []).append(Entry(bucket, entry_id, key, seq, epoch))
     return found
 
 
 _REASON_CHARS = 1_000
+
+
+def about_entry(entry_id: bytes) -> str:
+    """What the dead letter of a malformed outbox entry is about: the entry."""
+    return f"outbox entry {entry_id.decode()}"
+
+
+def about_events(key: SessionKey, last: Position) -> str:
+    """What the dead letter of events of a session is about: the last of them, in its epoch."""
+    return f"{member(key)} epoch {last.epoch} seq {last.seq}"
 
 
 def described(exc: BaseException) -> str:
@@ -106,12 +138,25 @@ class Outbox:
     """The outboxes of `keys` on `redis`, read by `consumer`, up to `batch` entries per bucket
     and read."""
 
-    def __init__(self, redis: Client, keys: Keyspace, *, consumer: str, batch: int) -> None:
+    def __init__(
+        self,
+        redis: Client,
+        keys: Keyspace,
+        *,
+        consumer: str,
+        batch: int,
+        wait_replicas: int = 0,
+        wait_timeout: float = 0.5,
+    ) -> None:
         self.keys = keys
         self._redis = redis
         self._consumer = consumer
         self._batch = batch
+        self._wait_replicas = wait_replicas
+        self._wait_ms = round(wait_timeout * 1000)
         self._ack = redis.register_script(_ACK)
+        self._dead_letter = redis.register_script(_DEAD_LETTER)
+        self._prune = redis.register_script(_PRUNE)
 
     async def create_groups(self) -> None:
         """The group starts at 0, so entries written before any projector ran are projected too."""
@@ -178,34 +223,51 @@ class Outbox:
                 after = entries[-1][0]
 
     async def acknowledge(
-        self, recorded: Sequence[tuple[list[Entry], int]], gone: Sequence[tuple[int, bytes]]
+        self, recorded: Sequence[tuple[list[Entry], Position]], gone: Sequence[tuple[int, bytes]]
     ) -> None:
-        """Raises each recorded session's mark to its cursor and acknowledges and deletes its
-        entries, and acknowledges `gone` entries: one script call each, all at once (a Redis
-        Cluster pipeline runs no scripts)."""
+        """Raises each recorded session's mark to its cursor (if its log is still of the cursor's
+        epoch) and acknowledges and deletes its entries, and acknowledges `gone` entries."""
         calls = [
-            self._ack(
-                keys=[self.keys.outbox(entries[0].bucket), self.keys.doc(entries[0].key)],
-                args=[LEDGER_GROUP, cursor, *(entry.id for entry in entries)],
+            ScriptCall(
+                self._ack,
+                [
+                    self.keys.outbox(entries[0].bucket),
+                    self.keys.doc(entries[0].key),
+                    self.keys.log(entries[0].key),
+                ],
+                [LEDGER_GROUP, cursor.epoch, cursor.seq, LEGACY_EPOCH, *(entry.id for entry in entries)],
             )
             for entries, cursor in recorded
         ]
         calls += [
-            self._ack(keys=[self.keys.outbox(bucket)], args=[LEDGER_GROUP, 0, entry_id])
+            ScriptCall(self._ack, [self.keys.outbox(bucket)], [LEDGER_GROUP, 0, 0, LEGACY_EPOCH, entry_id])
             for bucket, entry_id in gone
         ]
-        with redis_unavailable():
-            for outcome in await asyncio.gather(*calls, return_exceptions=True):
-                if isinstance(outcome, BaseException):
-                    raise outcome
+        await self._run(calls)
 
     async def read_logs(self, ranges: Mapping[SessionKey, tuple[int, int]], limit: int) -> list[LogEntries]:
-        """Up to `limit` events of each session's log within its (first, last) seqs, in one round trip."""
+        """Up to `limit` events of each session's log within its (first, last) seqs, in one round
+        trip. With `wait_replicas` (one server or Sentinel), what was read is also confirmed by
+        that many replicas, or Redis is unavailable: a primary deposed under the projector (split
+        brain) may hold writes no replica has, which a failover discards, so the ledger must not
+        record them."""
+        confirm = bool(self._wait_replicas) and not isinstance(self._redis, RedisCluster)
         with redis_unavailable():
             async with self._redis.pipeline(transaction=False) as pipe:
                 for key, (first, last) in ranges.items():
                     pipe.xrange(self.keys.log(key), min=log_id(first), max=log_id(last), count=limit)
-                return cast(list[LogEntries], await pipe.execute())
+                if confirm:
+                    # WAIT counts this connection's writes: the mark makes it cover what was read.
+                    pipe.set(self.keys.replication_mark(0), 1)
+                    pipe.wait(self._wait_replicas, self._wait_ms)
+                replies = await pipe.execute()
+        if confirm:
+            *replies, _, replicas = replies
+            if int(replicas) < self._wait_replicas:
+                raise StoreUnavailable(
+                    f"only {replicas} of {self._wait_replicas} replicas confirmed the logs read"
+                )
+        return cast(list[LogEntries], replies)
 
     async def deliveries(self, entries: Sequence[Entry]) -> int:
         """How often the most delivered of `entries` has been delivered (0 once all are acknowledged)."""
@@ -219,18 +281,34 @@ class Outbox:
     async def dead_letter(
         self,
         bucket: int,
+        about: str,
         k: str | bytes,
         s: int | bytes,
         why: str,
-        event: Mapping[bytes, bytes] | None = None,
-    ) -> None:
-        """Adds what could not be recorded to the bucket's dead-letter stream: the session `k`, the
-        seq `s`, why, and the event's own fields (`t`, `e`) when there is one."""
-        entry: dict[FieldT, EncodableT] = {"k": k, "s": s, "reason": why}
-        for name, value in (event or {}).items():
-            entry[name] = value
+        fields: Mapping[bytes, EncodableT] | None = None,
+    ) -> bool:
+        """Adds what could not be recorded to the bucket's dead-letter stream, unless a letter
+        `about` the same thing is there already: the session `k`, the seq `s`, why, and `fields`
+        (the event's own `t`, `e`, `epoch`, when there is one). True when written now."""
+        entry: list[EncodableT] = ["k", k, "s", s, "reason", why]
+        for name, value in (fields or {}).items():
+            entry += [name, value]
         with redis_unavailable():
-            await self._redis.xadd(self.keys.dead_letters(bucket), entry)
+            written = await self._dead_letter(
+                keys=[self.keys.dead_letters(bucket), self.keys.dead_letter_index(bucket)],
+                args=[about, *entry],
+            )
+        return bool(written)
+
+    async def prune_consumers(self, idle_ms: int) -> set[str]:
+        """Removes from every bucket's group the consumers other than this one that have nothing
+        pending and have been idle `idle_ms` or longer; returns their names."""
+        calls = [
+            ScriptCall(self._prune, [self.keys.outbox(bucket)], [LEDGER_GROUP, idle_ms, self._consumer])
+            for bucket in self.keys.all_buckets()
+        ]
+        removed = cast(list[list[bytes]], await self._run(calls))
+        return {name.decode() for names in removed for name in names}
 
     async def lag(self) -> int:
         """Entries not yet recorded (acknowledged entries are deleted, so it is their sum)."""
@@ -239,6 +317,25 @@ class Outbox:
 
     async def close(self) -> None:
         await self._redis.aclose()
+
+    async def _run(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        """Script calls in one round trip: pipelined on one server, sent all at once on a Redis
+        Cluster (whose pipeline runs no scripts); any failure raised once all have ended."""
+        if not calls:
+            return []
+        with redis_unavailable():
+            if isinstance(self._redis, RedisCluster):
+                outcomes = await asyncio.gather(
+                    *(call.script(keys=call.keys, args=call.args) for call in calls), return_exceptions=True
+                )
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                return outcomes
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for call in calls:
+                    await call.script(keys=call.keys, args=call.args, client=pipe)
+                return await pipe.execute()
 
     async def _each_bucket(self, command: Callable[[Pipeline | ClusterPipeline, str], object]) -> list[Any]:
         """`command` on every bucket's outbox, in one round trip (one key per command, so it is

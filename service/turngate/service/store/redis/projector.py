@@ -1,13 +1,13 @@
 """The ledger projector (redis mode): copies each session's events from Redis into the SQL ledger.
 
 The Redis store's compare-and-set script appends each commit's events to the session's log and one
-entry (`k` session, `s` last seq written) to its bucket's outbox (`outbox.Outbox`). Every replica
-reads all outboxes as a consumer of the group `ledger`, and brings a session's ledger up to `s`
-like this: one SQL transaction locks the session's cursor row (`ledger.cursors`), reads the events
-after the cursor from the log, records them with the `record()` the SQL store uses, and moves the
-cursor (one transaction does this for many sessions at once). Only after that commit does it raise
-the session document's `ledger` mark (the store trims the log only below it) and acknowledge and
-delete the entries. Hence:
+entry (`k` session, `s` last seq written, `epoch` of the log) to its bucket's outbox
+(`outbox.Outbox`). Every replica reads all outboxes as a consumer of the group `ledger`, and brings
+a session's ledger up to `s` like this: one SQL transaction locks the session's cursor row
+(`ledger.cursors`: an epoch and a seq), reads the events after the cursor from the log, records
+them with the `record()` the SQL store uses, and moves the cursor (one transaction does this for
+many sessions at once). Only after that commit does it raise the session document's `ledger` mark
+(the store trims the log only below it) and acknowledge and delete the entries. Hence:
 
 * nothing is acknowledged before it is recorded: a crash or an outage at any point leaves the
   entries pending, and any replica takes over entries pending longer than `reclaim_idle`;
@@ -16,7 +16,12 @@ delete the entries. Hence:
   then finds the cursor at or past `s` and only acknowledges;
 * nothing is dropped silently: an event that cannot be recorded while the ledger otherwise works
   (after `max_deliveries` deliveries), events missing from the log and malformed outbox entries go
-  to the bucket's dead-letter stream, and are counted in `dead_letters`.
+  to the bucket's dead-letter stream, and are counted in `dead_letters`;
+* a log Redis lost and started again (a new epoch, from seq 1) is never taken for the one the
+  cursor follows: when an entry names another epoch than the cursor's and the log holds that
+  epoch, the cursor moves to its start and its events are recorded as a new run of the session's
+  history, beside the old one (`session_events` are keyed by epoch too); the loss is logged and
+  counted in `lost_histories`. An entry whose epoch the log no longer holds is only acknowledged.
 """
 
 from __future__ import annotations
@@ -24,18 +29,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
+from redis.typing import EncodableT
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from turngate.service.core import Decision, SessionKey
-from turngate.service.ledger.cursors import Cursors
+from turngate.service.ledger.cursors import Cursors, Position
 from turngate.service.ledger.record import record_sessions
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import unavailable_on_failure
 from turngate.service.store.redis.connection import Client
-from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, member, seq_of
-from turngate.service.store.redis.outbox import Entry, Outbox, Raw, Read, described, sort_entries
+from turngate.service.store.redis.keys import Keyspace, LogEntries, epoch_of, log_event, member, seq_of
+from turngate.service.store.redis.outbox import (
+    Entry,
+    Outbox,
+    Raw,
+    Read,
+    about_entry,
+    about_events,
+    described,
+    sort_entries,
+)
 
 log = logging.getLogger("turngate.projector")
 
@@ -49,6 +64,9 @@ _LAST_BACKOFF_S = 1.0
 # Entries read per bucket and round: all of one session's go to one script call (outbox_ack.lua),
 # whose arguments Lua unpacks onto its stack (8,000 slots at most).
 _MAX_BATCH = 1_000
+# A consumer of the group idle this long with nothing pending is a projector that is gone (a live
+# one reads every poll; one pruned all the same is made again by its next read).
+PRUNE_IDLE_S = 3_600.0
 
 # Test seam: awaited after each SQL commit that moved a session's cursor (to the seq given),
 # before anything is acknowledged.
@@ -65,8 +83,16 @@ class _EventFailed(Exception):
         self.reason = why
 
 
-def _last(entries: Sequence[Entry]) -> int:
-    return max(entry.seq for entry in entries)
+def _target(entries: Sequence[Entry]) -> Position:
+    """Where a session's entries (in outbox order) ask its ledger to be: the last seq of the epoch
+    written last (an earlier epoch's entries name a log Redis has since started again)."""
+    epoch = entries[-1].epoch
+    return Position(epoch, max(entry.seq for entry in entries if entry.epoch == epoch))
+
+
+def _first_to_read(cursor: Position, target: Position) -> int:
+    """The seq the log is read from: after the cursor, or from the start of a new epoch's log."""
+    return cursor.seq + 1 if cursor.epoch == target.epoch else 1
 
 
 def _contiguous(entries: LogEntries, first_seq: int) -> LogEntries:
@@ -81,7 +107,8 @@ class LedgerProjector:
     """Projects the outboxes of `keys` on `redis` into the ledger on `engine` (already migrated).
 
     `consumer` names this replica in the consumer group. `reclaim_idle` (s): entries pending that
-    long with any consumer are taken over. `max_deliveries`: how often an entry is delivered
+    long with any consumer are taken over. `prune_idle` (s): consumers idle that long with nothing
+    pending are removed from the group. `max_deliveries`: how often an entry is delivered
     before an event of it that fails alone is dead-lettered. Per round, up to `batch` entries per
     bucket are read and projected by up to `concurrency` transactions at once. A local commit
     wakes it (after `coalesce` s, so a burst is projected together); otherwise it looks for other
@@ -97,23 +124,35 @@ class LedgerProjector:
         consumer: str,
         reclaim_idle: float,
         max_deliveries: int,
+        prune_idle: float = PRUNE_IDLE_S,
+        wait_replicas: int = 0,
+        wait_timeout: float = 0.5,
         batch: int = 100,
         concurrency: int = 8,
         poll_interval: float = 1.0,
         coalesce: float = 0.02,
         after_commit: AfterCommit | None = None,
     ) -> None:
-        if reclaim_idle <= 0 or poll_interval <= 0 or max_deliveries < 1 or concurrency < 1:
-            raise ValueError("reclaim_idle and poll_interval must be > 0; the counts at least 1")
+        if min(reclaim_idle, prune_idle, poll_interval) <= 0 or max_deliveries < 1 or concurrency < 1:
+            raise ValueError("reclaim_idle, prune_idle and poll_interval must be > 0; the counts at least 1")
         if not 1 <= batch <= _MAX_BATCH:
             raise ValueError(f"batch must be 1 to {_MAX_BATCH}")
         self.after_commit = after_commit
         self.dead_letters = 0
-        self._outbox = Outbox(redis, keys, consumer=consumer, batch=batch)
+        self.lost_histories = 0
+        self._outbox = Outbox(
+            redis,
+            keys,
+            consumer=consumer,
+            batch=batch,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
+        )
         self._cursors = Cursors(engine.dialect.name)
         self._keys = keys
         self._engine = engine
         self._reclaim_idle = reclaim_idle
+        self._prune_idle = prune_idle
         self._max_deliveries = max_deliveries
         self._poll_interval = poll_interval
         self._coalesce = coalesce
@@ -132,9 +171,9 @@ class LedgerProjector:
 
         First, and after every failure, it recreates the consumer groups if they are missing and
         retries this consumer's own pending entries; every `reclaim_idle / 2` it takes over idle
-        ones; in between it reads new entries, waiting for a commit or `poll_interval` when there
-        are none. While Redis or the ledger is unreachable it backs off and retries, dropping
-        nothing.
+        ones and prunes the consumers that are gone; in between it reads new entries, waiting for
+        a commit or `poll_interval` when there are none. While Redis or the ledger is unreachable
+        it backs off and retries, dropping nothing.
         """
         loop = asyncio.get_running_loop()
         this = asyncio.current_task()
@@ -153,6 +192,7 @@ class LedgerProjector:
                     recovering = False
                 if loop.time() >= next_reclaim:
                     await self.reclaim()
+                    await self.prune()
                     next_reclaim = loop.time() + self._reclaim_idle / 2
                 self._wake.clear()
                 if not await self.poll():
@@ -188,6 +228,18 @@ class LedgerProjector:
         (one that died or hangs, or this one after a failure); returns how many."""
         return await self._project_each(self._outbox.claim_idle(round(self._reclaim_idle * 1000)))
 
+    async def prune(self) -> set[str]:
+        """Removes from the group the consumers (of projectors that are gone) with nothing pending,
+        idle for `prune_idle` or longer; returns their names."""
+        removed = await self._outbox.prune_consumers(round(self._prune_idle * 1000))
+        if removed:
+            log.info(
+                "removed %d gone consumers from the ledger group: %s",
+                len(removed),
+                ", ".join(sorted(removed)),
+            )
+        return removed
+
     async def lag(self) -> int:
         """Outbox entries not yet recorded."""
         return await self._outbox.lag()
@@ -209,9 +261,9 @@ class LedgerProjector:
         failure after that."""
         entries = sort_entries(read)
         for bad in entries.malformed:
-            await self._outbox.dead_letter(bad.bucket, bad.k, bad.s, bad.reason)
-            log.error("outbox entry %r of bucket %d dead-lettered: %s", bad.id, bad.bucket, bad.reason)
-            self.dead_letters += 1
+            if await self._outbox.dead_letter(bad.bucket, about_entry(bad.id), bad.k, bad.s, bad.reason):
+                log.error("outbox entry %r of bucket %d dead-lettered: %s", bad.id, bad.bucket, bad.reason)
+                self.dead_letters += 1
         by_session = entries.by_session
         # Sorted, so that replicas lock the cursors of the sessions they share in one order.
         keys = sorted(by_session)
@@ -236,26 +288,28 @@ class LedgerProjector:
             if isinstance(result, BaseException):
                 raise result
 
-    async def _project_sessions(self, entries: dict[SessionKey, list[Entry]]) -> dict[SessionKey, int | None]:
+    async def _project_sessions(
+        self, entries: dict[SessionKey, list[Entry]]
+    ) -> dict[SessionKey, Position | None]:
         """Records each session's events up to the last of its entries; returns each one's cursor
         (at or past that), or None for a session with an event that failed and may yet be retried
         (its entries stay pending)."""
         async with self._transactions:
             try:
-                return dict(await self._advance({key: _last(of) for key, of in entries.items()}))
+                return dict(await self._advance({key: _target(of) for key, of in entries.items()}))
             except _EventFailed:
                 pass
             # An event of one of them cannot be recorded: find it, session by session.
             return {key: await self._project_session(key, of) for key, of in entries.items()}
 
-    async def _project_session(self, key: SessionKey, entries: list[Entry]) -> int | None:
+    async def _project_session(self, key: SessionKey, entries: list[Entry]) -> Position | None:
         """Records one session's events, one per transaction from where one fails: that one is
         retried while its entries have been delivered fewer than max_deliveries times, then
         dead-lettered."""
         limit = _EVENTS_PER_TRANSACTION
         while True:
             try:
-                return (await self._advance({key: _last(entries)}, limit))[key]
+                return (await self._advance({key: _target(entries)}, limit))[key]
             except _EventFailed as failure:
                 if limit > 1:
                     limit = 1
@@ -275,58 +329,90 @@ class LedgerProjector:
                 limit = _EVENTS_PER_TRANSACTION
 
     async def _advance(
-        self, targets: dict[SessionKey, int], limit: int = _EVENTS_PER_TRANSACTION
-    ) -> dict[SessionKey, int]:
-        """Commits until every session's cursor is at or past its target; returns the cursors."""
-        cursors: dict[SessionKey, int] = {}
+        self, targets: dict[SessionKey, Position], limit: int = _EVENTS_PER_TRANSACTION
+    ) -> dict[SessionKey, Position]:
+        """Commits until every session's cursor covers its target, or stays at another epoch (the
+        target's log is gone); returns the cursors."""
+        cursors: dict[SessionKey, Position] = {}
         while targets:
             cursors |= await self._commit_next(targets, limit)
-            targets = {key: target for key, target in targets.items() if cursors[key] < target}
+            targets = {
+                key: target
+                for key, target in targets.items()
+                if cursors[key].epoch == target.epoch and not cursors[key].covers(target)
+            }
         return cursors
 
-    async def _commit_next(self, targets: dict[SessionKey, int], limit: int) -> dict[SessionKey, int]:
+    async def _commit_next(
+        self, targets: dict[SessionKey, Position], limit: int
+    ) -> dict[SessionKey, Position]:
         """One transaction under the sessions' cursor locks: records up to `limit` events after
-        each cursor, or, when a log lacks the events that come next, only dead-letters those
-        ranges; moves the cursors past what it handled. Returns every session's cursor."""
+        each cursor (from the start of the log, for a cursor that moves to a new epoch), or, when a
+        log lacks the events that come next, only dead-letters those ranges; moves the cursors past
+        what it handled. Returns every session's cursor."""
         missing: dict[SessionKey, str] = {}
+        # Sessions whose log Redis started again, with where the ledger had got in the lost one.
+        lost: dict[SessionKey, Position] = {}
+        gone: list[SessionKey] = []
         with unavailable_on_failure():
             async with self._engine.begin() as conn:
-                cursors = await self._cursors.lock(conn, targets)
-                behind = [key for key in targets if cursors[key] < targets[key]]
+                cursors = await self._cursors.lock(
+                    conn, {key: target.epoch for key, target in targets.items()}
+                )
+                behind = [key for key, target in targets.items() if not cursors[key].covers(target)]
                 if not behind:
                     return cursors
                 logs = await self._outbox.read_logs(
-                    {key: (cursors[key] + 1, targets[key]) for key in behind}, limit
+                    {key: (_first_to_read(cursors[key], targets[key]), targets[key].seq) for key in behind},
+                    limit,
                 )
                 found: list[tuple[SessionKey, LogEntries]] = []
                 for key, entries in zip(behind, logs, strict=True):
-                    first = cursors[key] + 1
-                    next_seq = seq_of(entries[0][0]) if entries else targets[key] + 1
+                    target = targets[key]
+                    if cursors[key].epoch != target.epoch:
+                        if not entries or epoch_of(entries[0][1]) != target.epoch:
+                            gone.append(key)
+                            continue
+                        lost[key] = cursors[key]
+                        cursors[key] = Position(target.epoch, 0)
+                    # Entries of another epoch are of a log that replaced this one: this one's are missing.
+                    entries = [entry for entry in entries if epoch_of(entry[1]) == target.epoch]
+                    first = cursors[key].seq + 1
+                    next_seq = seq_of(entries[0][0]) if entries else target.seq + 1
                     if next_seq > first:
                         missing[key] = f"events {first}..{next_seq - 1} are missing from the session log"
-                        cursors[key] = next_seq - 1
+                        cursors[key] = Position(target.epoch, next_seq - 1)
                     else:
                         found.append((key, _contiguous(entries, first)))
                 if missing:
-                    # A transaction that skips gaps records nothing: were it to fail, the gaps
-                    # would be dead-lettered twice (they are, before the commit, so never lost).
+                    # A transaction that skips gaps records nothing: a gap is dead-lettered before
+                    # the commit (never lost), and once (were the commit to fail, the retry's
+                    # letter would be the same one).
                     moved = list(missing)
                     for key, reason in missing.items():
-                        await self._outbox.dead_letter(
-                            self._keys.bucket(key), member(key), cursors[key], reason
-                        )
+                        of_log = {b"epoch": cursors[key].epoch}
+                        await self._dead_letter(key, cursors[key], reason, reason, of_log)
                 else:
                     await self._record(conn, found)
                     moved = []
                     for key, entries in found:
                         moved.append(key)
-                        cursors[key] = seq_of(entries[-1][0])
-                await self._cursors.move(conn, {key: cursors[key] for key in moved})
-        for key, reason in missing.items():
-            log.error("%s: %s; dead-lettered", member(key), reason)
-            self.dead_letters += 1
+                        cursors[key] = Position(targets[key].epoch, seq_of(entries[-1][0]))
+                if moved:
+                    await self._cursors.move(conn, {key: cursors[key] for key in moved})
+        for key in gone:
+            log.warning(
+                "%s: outbox entries name events up to %d of epoch %d, which the log no longer holds "
+                "(Redis lost them); acknowledged",
+                member(key),
+                targets[key].seq,
+                targets[key].epoch,
+            )
         for key in moved:
-            await self._committed(key, cursors[key])
+            if key in lost:
+                self._new_run(key, lost[key], cursors[key].epoch)
+        for key in moved:
+            await self._committed(key, cursors[key].seq)
         return cursors
 
     async def _record(self, conn: AsyncConnection, found: list[tuple[SessionKey, LogEntries]]) -> None:
@@ -343,21 +429,45 @@ class LedgerProjector:
 
     async def _skip_failed_event(self, key: SessionKey, failure: _EventFailed) -> None:
         """Dead-letters the event that failed alone and moves the cursor past it, under the cursor
-        lock (so two projectors never both skip it)."""
+        lock (so two projectors never both skip it). The first event of a new epoch's log may be
+        the one: the cursor then moves to that epoch here."""
         entry_id, fields = failure.entry
-        seq = seq_of(entry_id)
+        failed = Position(epoch_of(fields), seq_of(entry_id))
         with unavailable_on_failure():
             async with self._engine.begin() as conn:
-                if (await self._cursors.lock(conn, {key: seq}))[key] >= seq:
+                cursor = (await self._cursors.lock(conn, {key: failed.epoch}))[key]
+                if cursor.covers(failed):
                     return
-                # Before the commit: if that fails, the event is dead-lettered again, never lost.
-                await self._outbox.dead_letter(
-                    self._keys.bucket(key), member(key), seq, failure.reason, fields
-                )
-                await self._cursors.move(conn, {key: seq})
-        log.error("%s: event %d could not be recorded; dead-lettered: %s", member(key), seq, failure.reason)
-        self.dead_letters += 1
-        await self._committed(key, seq)
+                # Before the commit, so never lost; once, even if the commit fails and is retried.
+                what = f"event {failed.seq} could not be recorded: {failure.reason}"
+                await self._dead_letter(key, failed, failure.reason, what, fields)
+                await self._cursors.move(conn, {key: failed})
+        if cursor.epoch != failed.epoch:
+            self._new_run(key, cursor, failed.epoch)
+        await self._committed(key, failed.seq)
+
+    async def _dead_letter(
+        self, key: SessionKey, last: Position, reason: str, what: str, fields: Mapping[bytes, EncodableT]
+    ) -> None:
+        """Dead-letters events of `key`'s log up to `last` (with the event's `fields`), unless that
+        letter was written before; counts and logs the ones it writes."""
+        bucket, about = self._keys.bucket(key), about_events(key, last)
+        if await self._outbox.dead_letter(bucket, about, member(key), last.seq, reason, fields):
+            log.error("%s: %s; dead-lettered", member(key), what)
+            self.dead_letters += 1
+
+    def _new_run(self, key: SessionKey, lost: Position, epoch: int) -> None:
+        """The ledger now follows a new epoch's log: Redis lost the session's history after `lost`
+        (what the ledger holds of it stays)."""
+        log.error(
+            "%s: Redis lost this session's history (the ledger holds its epoch %d up to seq %d); "
+            "its new log, epoch %d, is recorded as a new run",
+            member(key),
+            lost.epoch,
+            lost.seq,
+            epoch,
+        )
+        self.lost_histories += 1
 
     async def _committed(self, key: SessionKey, cursor: int) -> None:
         if self.after_commit is not None:

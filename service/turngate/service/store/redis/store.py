@@ -8,7 +8,8 @@ the session's current document.
 It decides against the document and version it last saw (a session it never saw is taken to be
 new) at an estimate of Redis `TIME`, calibrated on every reply. The script confirms both
 atomically, with the write or, for a decision that changed nothing, alone: the version must be
-unchanged and the decision's `now` within [TIME - BEHIND_LIMIT_US, TIME + AHEAD_LIMIT_US] (I10:
+unchanged, and the epoch (a document Redis lost and wrote again may reach the same version),
+and the decision's `now` within [TIME - BEHIND_LIMIT_US, TIME + AHEAD_LIMIT_US] (I10:
 like a SQL store's read, a decision is as of the store's clock when it was taken; the bounds stop
 a bad estimate). Otherwise nothing is written, the script returns the current document and
 `TIME`, and the decision is taken again on them.
@@ -115,7 +116,14 @@ class RedisStore(CompareAndSetStore):
         decision = applied.decision
         if decision.changed:
             await self._before_write(key, command)
-        args = [version, now, BEHIND_LIMIT_US, AHEAD_LIMIT_US, *self._change(key, decision)]
+        args = [
+            version,
+            decision.state.epoch,
+            now,
+            BEHIND_LIMIT_US,
+            AHEAD_LIMIT_US,
+            *self._change(key, decision),
+        ]
         sent = _monotonic_us()
         reply = await self._compare_and_set(key, args, writes=decision.changed)
         self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
@@ -296,9 +304,9 @@ class RedisStore(CompareAndSetStore):
         nothing: Redis runs it only where it could write (cas.lua)."""
         if not self._clock.calibrated:
             await self.now()
-        args: list[str | int] = [0, self._clock.now(), BEHIND_LIMIT_US, AHEAD_LIMIT_US, ""]
+        args: list[str | int] = [0, 0, self._clock.now(), BEHIND_LIMIT_US, AHEAD_LIMIT_US, ""]
         with unavailable_on_failure():
-            await self._cas(keys=[self.keys.probe()], args=args)
+            await self._cas(keys=self.keys.probe(), args=args)
 
     async def close(self) -> None:
         await self.client.aclose()

@@ -1,0 +1,270 @@
+"""Redis loses its data (a private redis-server without persistence, killed and started again) under
+sessions that go on: the session starts a new epoch at seq 1, the ledger keeps what it had and
+records the new log as a new run, the loss is logged and counted, and watchers get a resync
+snapshot instead of the new log's events as if they followed the old ones."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.contract.backends import REDIS_TIMEOUT_S, open_redis_store
+from tests.contract.projection import ledger_rows, log_of, marks, play_turn
+from tests.faults.servers import VolatileRedis
+from tests.waiting import eventually
+from turngate.service.core import Event, SessionKey, TurnOutcome
+from turngate.service.ledger.cursors import Position
+from turngate.service.ledger.reads import Ledger
+from turngate.service.ports.store import StoreUnavailable
+from turngate.service.redis_url import RedisUrl
+from turngate.service.sql.engine import make_engine
+from turngate.service.sql.tables import ledger_cursors
+from turngate.service.store.redis.feed import RedisLogFeed, fixed_endpoints
+from turngate.service.store.redis.keys import Keyspace
+from turngate.service.store.redis.projector import LedgerProjector
+from turngate.service.store.redis.store import RedisStore
+from turngate.service.watch import Snapshot, WatchHub
+
+PROJECT = "p"
+KEY = SessionKey(PROJECT, "s")
+# Written only before the loss, and only after it.
+UNTOUCHED = SessionKey(PROJECT, "untouched")
+NEW = SessionKey(PROJECT, "new")
+# How long a watcher may wait for what was written: reached only when a test fails.
+PULL_TIMEOUT_S = 10.0
+
+
+@pytest.fixture
+async def ledger(ledger_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = make_engine(ledger_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def store(volatile_redis: VolatileRedis, keys: Keyspace) -> AsyncIterator[RedisStore]:
+    store = open_redis_store(volatile_redis.url, keys)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def projector(
+    volatile_redis: VolatileRedis, keys: Keyspace, ledger: AsyncEngine
+) -> AsyncIterator[LedgerProjector]:
+    projector = LedgerProjector(
+        Redis.from_url(volatile_redis.url),
+        keys,
+        ledger,
+        consumer="projector",
+        reclaim_idle=1.0,
+        max_deliveries=3,
+    )
+    yield projector
+    await projector.close()
+
+
+async def project_everything(projector: LedgerProjector) -> None:
+    """Makes the consumer groups (a Redis that lost its data lost them too) and projects every entry."""
+    await projector.create_groups()
+    while await projector.poll():
+        pass
+
+
+async def cursors(ledger: AsyncEngine) -> dict[SessionKey, Position]:
+    async with ledger.connect() as conn:
+        rows = await conn.execute(select(ledger_cursors))
+    return {SessionKey(row.project_id, row.session_id): Position(row.epoch, row.seq) for row in rows}
+
+
+def answers(call: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[bool]]:
+    """A check that `call` gets an answer from Redis."""
+
+    async def check() -> bool:
+        try:
+            await call()
+        except StoreUnavailable:
+            return False
+        return True
+
+    return check
+
+
+async def lose_everything(server: VolatileRedis, *calls: Callable[[], Awaitable[object]]) -> None:
+    """Restarts Redis empty; returns once each of `calls` answers (the first call on a connection
+    the restart cut fails, as it would in a replica, and the next one reconnects)."""
+    server.kill()
+    server.start()
+    for call in calls:
+        await eventually(answers(call))
+
+
+async def test_the_ledger_keeps_the_lost_epochs_turns_and_records_the_new_log_as_a_new_run(
+    volatile_redis: VolatileRedis,
+    store: RedisStore,
+    projector: LedgerProjector,
+    ledger: AsyncEngine,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for turn_id in ("t1", "t2"):
+        await play_turn(store, KEY, turn_id)
+    await play_turn(store, UNTOUCHED, "t1")
+    await project_everything(projector)
+    first_epoch = (await store.load(KEY)).epoch
+    before = await ledger_rows(ledger, PROJECT)
+    assert (projector.lost_histories, await cursors(ledger)) == (
+        0,
+        {KEY: Position(first_epoch, 8), UNTOUCHED: Position((await store.load(UNTOUCHED)).epoch, 4)},
+    )
+
+    await lose_everything(volatile_redis, store.ping, projector.lag)
+    await play_turn(store, KEY, "t3")
+    await play_turn(store, NEW, "t1")
+    second_epoch = (await store.load(KEY)).epoch
+    assert second_epoch > first_epoch
+    assert (await store.load(KEY)).head == 4, "the session started again at seq 1"
+    with caplog.at_level(logging.ERROR, logger="turngate.projector"):
+        await project_everything(projector)
+
+    assert projector.lost_histories == 1, "the session Redis lost, not the new one"
+    lost = [record.getMessage() for record in caplog.records if "history" in record.getMessage()]
+    assert lost == [
+        f"p/s: Redis lost this session's history (the ledger holds its epoch {first_epoch} up to seq 8); "
+        f"its new log, epoch {second_epoch}, is recorded as a new run"
+    ]
+    assert projector.dead_letters == 0
+    after = await ledger_rows(ledger, PROJECT)
+    events = [(row[0], row[-1], row[1]) for row in after["session_events"]]
+    assert [(epoch, seq) for session, epoch, seq in events if session == "s"] == [
+        *((first_epoch, seq) for seq in range(1, 9)),
+        *((second_epoch, seq) for seq in range(1, 5)),
+    ]
+    for table, rows in before.items():
+        assert set(rows) <= set(after[table]), f"{table}: what the ledger had is kept as it was"
+    history = Ledger(ledger)
+    assert [turn.turn_id for turn in await history.list_turns(KEY, None, 10)] == ["t3", "t2", "t1"]
+    first_run = await history.get_turn(KEY, "t1")
+    assert first_run is not None
+    assert first_run.outcome is TurnOutcome.COMPLETED
+    assert [call.call_id for call in first_run.tool_calls] == ["c1"]
+    assert (await cursors(ledger))[KEY] == Position(second_epoch, 4)
+    assert (await cursors(ledger))[NEW] == Position((await store.load(NEW)).epoch, 4)
+
+
+async def test_an_acknowledgement_of_the_lost_epoch_leaves_the_new_logs_mark_alone(
+    volatile_redis: VolatileRedis, keys: Keyspace, ledger: AsyncEngine
+) -> None:
+    """The ledger commits epoch 1 up to seq 4; before the projector acknowledges, Redis loses
+    everything and the session writes epoch 2's seqs 1 to 4. Raising the mark to 4 then would let
+    the store trim epoch 2's events before the ledger has them."""
+    store = open_redis_store(volatile_redis.url, keys, retention=2)
+    redis = Redis.from_url(volatile_redis.url)
+    await play_turn(store, KEY, "t1")
+
+    async def lose_then_write_again(_key: SessionKey, _cursor: int) -> None:
+        await redis.flushall()
+        await play_turn(store, KEY, "t2")
+
+    doomed = LedgerProjector(
+        Redis.from_url(volatile_redis.url),
+        keys,
+        ledger,
+        consumer="doomed",
+        reclaim_idle=1.0,
+        max_deliveries=3,
+        after_commit=lose_then_write_again,
+    )
+    try:
+        await doomed.create_groups()
+        assert await doomed.poll() == 4
+        assert await marks(redis, keys, [KEY]) == {KEY: 0}
+        await play_turn(store, KEY, "t3")
+
+        assert [event.seq for event in await log_of(redis, keys, KEY)] == list(range(1, 9)), "nothing trimmed"
+        doomed.after_commit = None
+        await project_everything(doomed)
+        epoch = (await store.load(KEY)).epoch
+        assert (await cursors(ledger))[KEY] == Position(epoch, 8)
+        assert await marks(redis, keys, [KEY]) == {KEY: 8}
+        assert doomed.lost_histories == 1
+    finally:
+        await doomed.close()
+        await store.close()
+        await redis.aclose()
+
+
+async def pulled(stream: AsyncGenerator[Snapshot | Event, None], n: int = 1) -> list[Snapshot | Event]:
+    async with asyncio.timeout(PULL_TIMEOUT_S):
+        return [await anext(stream) for _ in range(n)]
+
+
+async def test_a_watcher_resuming_with_a_cursor_of_the_lost_epoch_gets_a_resync_snapshot(
+    volatile_redis: VolatileRedis, store: RedisStore
+) -> None:
+    """The new log has passed the old cursor: only the epoch tells it is not the log it came from."""
+    hub = WatchHub(store, buffer=64, retention=1_000)
+    for turn_id in ("t1", "t2"):
+        await play_turn(store, KEY, turn_id)
+    lost = await store.load(KEY)
+    await lose_everything(volatile_redis, store.ping)
+    for turn_id in ("t3", "t4", "t5"):
+        await play_turn(store, KEY, turn_id)
+    now = await store.load(KEY)
+    assert (now.epoch != lost.epoch, now.head > lost.head) == (True, True)
+
+    async with contextlib.aclosing(hub.follow(KEY, lost.head, lost.epoch)) as old_cursor:
+        [resync] = await pulled(old_cursor)
+        assert isinstance(resync, Snapshot)
+        assert (resync.resync, resync.state) == (True, now)
+    async with contextlib.aclosing(hub.follow(KEY, lost.head, now.epoch)) as new_cursor:
+        replayed = await pulled(new_cursor, now.head - lost.head)
+        assert [(e.epoch, e.seq) for e in replayed if isinstance(e, Event)] == [
+            (now.epoch, seq) for seq in range(lost.head + 1, now.head + 1)
+        ]
+
+
+async def test_a_live_watcher_gets_a_resync_snapshot_when_redis_loses_the_session_under_it(
+    volatile_redis: VolatileRedis, keys: Keyspace
+) -> None:
+    """The watcher is on replica A, the writes go through replica B: A's feed reads them back."""
+    here, elsewhere = open_redis_store(volatile_redis.url, keys), open_redis_store(volatile_redis.url, keys)
+    feed = RedisLogFeed(keys, fixed_endpoints(RedisUrl.parse(volatile_redis.url), REDIS_TIMEOUT_S))
+    hub = WatchHub(here, buffer=64, retention=1_000, feed=feed)
+    reading = asyncio.create_task(feed.run())
+    try:
+        await play_turn(elsewhere, KEY, "t1")
+        async with contextlib.aclosing(hub.follow(KEY, 0)) as stream:
+            [first] = await pulled(stream)
+            assert isinstance(first, Snapshot)
+            assert first.state.head == 4
+            await play_turn(elsewhere, KEY, "t2")
+            assert [item.seq for item in await pulled(stream, 4) if isinstance(item, Event)] == [5, 6, 7, 8]
+
+            await lose_everything(volatile_redis, here.ping, elsewhere.ping)
+            await play_turn(elsewhere, KEY, "t3")  # seqs 1 to 4 again, below where the feed was
+
+            [resync] = await pulled(stream)
+            assert isinstance(resync, Snapshot)
+            assert resync.resync
+            epoch, head = (await here.load(KEY)).epoch, resync.state.head
+            assert resync.state.epoch == epoch
+            assert 1 <= head <= 4, "as far as t3 had got when the feed read the new log"
+            await play_turn(elsewhere, KEY, "t4")
+            after = await pulled(stream, 8 - head)
+            assert [(e.epoch, e.seq) for e in after if isinstance(e, Event)] == [
+                (epoch, seq) for seq in range(head + 1, 9)
+            ]
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+        await feed.close()
+        await here.close()
+        await elsewhere.close()
