@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import grpc
 import pytest
@@ -20,21 +21,28 @@ AT_ONCE = Backoff(first=0.001, cap=0.002, stable_after=0.001)
 
 
 class BreakableSweeps:
-    """Makes every watchdog sweep fail while `broken`, and the next `failures` sweeps."""
+    """Makes every sweep of the watchdogs made from now on fail while `broken`, and their next
+    `failures` sweeps (other servers of the test session keep sweeping as they do)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, failures: int = 0) -> None:
         self.broken = False
         self.failures = failures
         self.failed = 0
-        sweep = Watchdog.sweep
+        ours: set[int] = set()
+        init, sweep = Watchdog.__init__, Watchdog.sweep
+
+        def tracked(watchdog: Watchdog, *args: Any, **kwargs: Any) -> None:
+            init(watchdog, *args, **kwargs)
+            ours.add(id(watchdog))
 
         async def breakable(watchdog: Watchdog) -> int:
-            if self.broken or self.failures:
+            if id(watchdog) in ours and (self.broken or self.failures):
                 self.failures = max(0, self.failures - 1)
                 self.failed += 1
                 raise ResponseError("MOVED 12182 10.0.0.7:6379")
             return await sweep(watchdog)
 
+        monkeypatch.setattr(Watchdog, "__init__", tracked)
         monkeypatch.setattr(Watchdog, "sweep", breakable)
 
 
