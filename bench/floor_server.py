@@ -1,8 +1,13 @@
-"""The floor: a tiny grpc.aio server, run in its own process like turngate, with two methods.
+"""The floor: a tiny grpc.aio server, run in its own process like turngate, with three methods.
 
-`Empty` answers an empty message at once; `RedisGet` first does one Redis round trip (a GET, with
-the same redis-py asyncio client turngate uses). Requests and replies are raw bytes, so no proto
-is needed. Run: `python bench/floor_server.py PORT REDIS_URL KEY`; it exits on SIGTERM.
+`Empty` answers an empty message at once; `RedisGet` first does one Redis round trip (a GET), with
+the same redis-py asyncio client turngate uses: on one server `Redis.from_url`, on a Redis Cluster
+or behind Sentinel the client turngate's store makes (store/redis/connection.py `connect`), so the
+GET goes to the master owning the key, or to the primary the sentinels name. `WriteWait` (with a
+WAIT count given) does what turngate does for a write with TURNGATE_REDIS_WAIT_REPLICAS: a SET and
+`WAIT n` sent together on one connection to the key's master, in one round trip, which returns once
+n replicas have the write. Requests and replies are raw bytes, so no proto is needed.
+Run: `python bench/floor_server.py PORT REDIS_URL KEY [WAIT_REPLICAS]`; it exits on SIGTERM.
 """
 
 from __future__ import annotations
@@ -10,16 +15,51 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from typing import Any
 
 import grpc
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from turngate.service.redis_url import RedisUrl
+from turngate.service.store.redis.connection import Client, connect
 
 SERVICE = "bench.Floor"
 EMPTY = f"/{SERVICE}/Empty"
 REDIS_GET = f"/{SERVICE}/RedisGet"
+WRITE_WAIT = f"/{SERVICE}/WriteWait"
+# turngate's default TURNGATE_REDIS_TIMEOUT and TURNGATE_REDIS_WAIT_TIMEOUT.
+TIMEOUT_S = 2.0
+WAIT_TIMEOUT_MS = 500
 
 
-def _handler(redis: Redis, key: str) -> grpc.GenericRpcHandler:
+async def _set_and_wait(redis: Client, key: str, replicas: int) -> int:
+    """SET `key` and WAIT for `replicas` on one connection to its master, in one round trip; how
+    many replicas confirmed it."""
+    if not isinstance(redis, RedisCluster):
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.set(key, b"floor")
+            pipe.wait(replicas, WAIT_TIMEOUT_MS)
+            _, confirmed = await pipe.execute()
+        return int(confirmed)
+    # A cluster pipeline would send WAIT to any node: both go on a connection of the key's master.
+    node = redis.get_node_from_key(key)
+    assert node is not None, f"no node serves {key!r}"
+    connection = node.acquire_connection()
+    try:
+        commands: list[tuple[Any, ...]] = [("SET", key, b"floor"), ("WAIT", replicas, WAIT_TIMEOUT_MS)]
+        await connection.send_packed_command(connection.pack_commands(commands))
+        await connection.read_response()
+        confirmed = int(await connection.read_response())
+    except BaseException:
+        await connection.disconnect()  # a reply may be left unread: never reuse it
+        raise
+    finally:
+        node.release(connection)
+    return confirmed
+
+
+def _handler(redis: Client, key: str, wait_replicas: int) -> grpc.GenericRpcHandler:
     async def empty(_request: bytes, _context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         return b""
 
@@ -27,9 +67,15 @@ def _handler(redis: Redis, key: str) -> grpc.GenericRpcHandler:
         await redis.get(key)
         return b""
 
+    async def write_wait(_request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        confirmed = await _set_and_wait(redis, key, wait_replicas)
+        if confirmed < wait_replicas:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{confirmed} of {wait_replicas} replicas")
+        return b""
+
     methods: dict[str, grpc.RpcMethodHandler[bytes, bytes]] = {
         name.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(method)
-        for name, method in ((EMPTY, empty), (REDIS_GET, redis_get))
+        for name, method in ((EMPTY, empty), (REDIS_GET, redis_get), (WRITE_WAIT, write_wait))
     }
     return grpc.method_handlers_generic_handler(SERVICE, methods)
 
@@ -44,14 +90,21 @@ async def serve_until_terminated(server: grpc.aio.Server, port: int) -> None:
     await server.stop(None)
 
 
-async def serve(port: int, redis_url: str, key: str) -> None:
-    redis = Redis.from_url(redis_url)
+async def serve(port: int, redis_url: str, key: str, wait_replicas: int) -> None:
+    redis: Client
+    if RedisUrl.parse(redis_url).kind == "standalone":
+        redis = Redis.from_url(redis_url)
+    else:
+        redis = connect(redis_url, TIMEOUT_S)
     await redis.ping()
+    if isinstance(redis, RedisCluster):
+        await redis.initialize()  # the slot map, before the first WriteWait looks a key up in it
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((_handler(redis, key),))
+    server.add_generic_rpc_handlers((_handler(redis, key, wait_replicas),))
     await serve_until_terminated(server, port)
     await redis.aclose()
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1]), sys.argv[2], sys.argv[3]))
+    wait = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    asyncio.run(serve(int(sys.argv[1]), sys.argv[2], sys.argv[3], wait))

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from redis.asyncio import Redis
 
+from turngate.service.store.redis.connection import Client
 from turngate.service.store.redis.keys import Keyspace
 
 from environment import ServerProcess, answers, free_port, wait_until
@@ -35,11 +35,13 @@ DRAIN_TIMEOUT_S = 120.0
 class Run:
     """This run's private names, and where its servers are."""
 
-    redis: str
+    redis: str  # the store URL: redis://, redis+cluster:// or redis+sentinel://
     postgres: str  # postgresql://user@host:port, without a database
     prefix: str
     database: str
     logs: Path
+    # Replicas a write waits for (WAIT) before it is acknowledged; 0: none, turngate's default.
+    wait_replicas: int = 0
 
     @property
     def keys(self) -> Keyspace:
@@ -54,9 +56,12 @@ class Run:
         return f"{self.postgres.replace('postgresql://', 'postgresql+asyncpg://', 1)}/{self.database}"
 
     def env(self) -> dict[str, str]:
-        """The servers' environment: no inherited TURNGATE_* setting, this run's key prefix."""
+        """The servers' environment: no inherited TURNGATE_* setting, this run's key prefix, and
+        the run's WAIT count if it has one."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("TURNGATE_")}
         env.update(TURNGATE_REDIS_PREFIX=self.prefix, TURNGATE_REDIS_BUCKETS=str(BUCKETS))
+        if self.wait_replicas:
+            env.update(TURNGATE_REDIS_WAIT_REPLICAS=str(self.wait_replicas))
         return env
 
 
@@ -124,7 +129,8 @@ async def start_servers(
     store = ["--store", run.redis, "--ledger", run.ledger]
 
     def floor(port: int) -> list[str]:
-        return [sys.executable, str(HERE / "floor_server.py"), str(port), run.redis, f"{run.prefix}:floor"]
+        script = str(HERE / "floor_server.py")
+        return [sys.executable, script, str(port), run.redis, f"{run.prefix}:floor", str(run.wait_replicas)]
 
     def turngate(port: int) -> list[str]:
         projection = ["--no-projector"] if separate_projector else []
@@ -143,8 +149,9 @@ async def start_servers(
     )
 
 
-async def ledger_backlog(client: Redis, keys: Keyspace) -> int:
-    """Outbox entries not yet projected into the ledger (the projector deletes what it records)."""
+async def ledger_backlog(client: Client, keys: Keyspace) -> int:
+    """Outbox entries not yet projected into the ledger (the projector deletes what it records);
+    on a cluster, the pipeline sends each XLEN to the master of its bucket's slot."""
     async with client.pipeline(transaction=False) as pipe:
         for bucket in keys.all_buckets():
             pipe.xlen(keys.outbox(bucket))
@@ -152,7 +159,7 @@ async def ledger_backlog(client: Redis, keys: Keyspace) -> int:
     return sum(lengths)
 
 
-async def drain_ledger(client: Redis, keys: Keyspace) -> tuple[int, float]:
+async def drain_ledger(client: Client, keys: Keyspace) -> tuple[int, float]:
     """Waits until the projector has caught up: the backlog found, and how long it took."""
     start = time.perf_counter()
     backlog = found = await ledger_backlog(client, keys)
