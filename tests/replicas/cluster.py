@@ -27,7 +27,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.e2e.processes import PROCESS_TIMEOUT_S, Spawned, connect, free_port, health_of, spawn_server
+from tests.e2e.processes import (
+    PROCESS_TIMEOUT_S,
+    TURNGATE,
+    Spawned,
+    cli_env,
+    connect,
+    free_port,
+    health_of,
+    spawn_server,
+)
 from tests.e2e.servers import Client
 from tests.e2e.watching import Watch, collect, turn_of, watch
 from tests.waiting import POLL_INTERVAL_S
@@ -158,22 +167,44 @@ class Deployment:
     lease_ttl: float = 10.0
     stop_grace: float = 5.0
     reclaim_idle: float = 1.0
+    # False: the replicas leave the ledger to `turngate project` processes (`projector`).
+    replicas_project: bool = True
 
     @property
     def keys(self) -> Keyspace:
         return Keyspace(prefix=self.prefix, buckets=BUCKETS)
 
-    def replica(self, tmp: Path, *, port: int | None = None) -> AbstractAsyncContextManager[Spawned]:
-        """`turngate serve` on this deployment, once it is SERVING (see `spawn_server`)."""
-        env = {
+    @property
+    def env(self) -> dict[str, str]:
+        return {
             "TURNGATE_REDIS_PREFIX": self.prefix,
             "TURNGATE_REDIS_BUCKETS": str(BUCKETS),
             "TURNGATE_LEASE_TTL": str(self.lease_ttl),
             "TURNGATE_STOP_GRACE": str(self.stop_grace),
             "TURNGATE_RECLAIM_IDLE": str(self.reclaim_idle),
+            "TURNGATE_PROJECTOR": str(self.replicas_project).lower(),
         }
+
+    def replica(self, tmp: Path, *, port: int | None = None) -> AbstractAsyncContextManager[Spawned]:
+        """`turngate serve` on this deployment, once it is SERVING (see `spawn_server`)."""
         args = ("--store", self.redis_url, "--ledger", self.ledger_url)
-        return spawn_server(tmp, *args, port=port, env=env)
+        return spawn_server(tmp, *args, port=port, env=self.env)
+
+    @asynccontextmanager
+    async def projector(self, tmp: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+        """`turngate project` on this deployment, running until the block ends (then SIGTERM)."""
+        args = ("project", "--store", self.redis_url, "--ledger", self.ledger_url)
+        with (tmp / "project.log").open("ab") as log:
+            process = await asyncio.create_subprocess_exec(
+                TURNGATE, *args, cwd=tmp, env=cli_env(**self.env), stderr=log
+            )
+        try:
+            yield process
+        finally:
+            if process.returncode is None:
+                process.terminate()
+                async with asyncio.timeout(PROCESS_TIMEOUT_S):
+                    await process.wait()
 
 
 @asynccontextmanager

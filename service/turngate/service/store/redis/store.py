@@ -29,11 +29,12 @@ from redis.asyncio import BlockingConnectionPool, Redis
 
 from turngate.service.codec import dump_event_body, dump_session, load_session
 from turngate.service.core import Command, Decision, Event, Session, SessionKey
-from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable
+from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable, Unrecorded
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, member, session_of
 
 _CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
+_UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
 _US = 1_000_000
 # Past this many commands in flight, callers wait up to POOL_TIMEOUT_S for a connection before the
 # store is unavailable (redis-py's default pool fails at once past 100, even with Redis healthy).
@@ -99,6 +100,11 @@ def unavailable_on_failure() -> Iterator[None]:
         raise StoreUnavailable(f"redis unavailable: {exc}") from exc
 
 
+def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
+    """A stream entry's fields as a script returns them (name, value, name, value…)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
 def _now(time_reply: Any) -> int:
     seconds, micros = time_reply
     return int(seconds) * _US + int(micros)
@@ -122,6 +128,7 @@ class RedisStore(CompareAndSetStore):
         self.keys = keys
         self._retention = retention
         self._cas = client.register_script(_CAS)
+        self._unrecorded = client.register_script(_UNRECORDED)
         self._clock = _StoreClock()
         self._known: OrderedDict[SessionKey, tuple[int, Session]] = OrderedDict()
 
@@ -181,6 +188,12 @@ class RedisStore(CompareAndSetStore):
         with unavailable_on_failure():
             doc = await self.client.hget(self.keys.doc(key), "doc")
         return Session() if doc is None else load_session(doc)
+
+    async def unrecorded(self, key: SessionKey) -> Unrecorded:
+        with unavailable_on_failure():
+            doc, entries = await self._unrecorded(keys=[self.keys.doc(key), self.keys.log(key)])
+        state = Session() if doc is None else load_session(doc)
+        return Unrecorded(state, tuple(log_event(entry_id, _fields(raw)) for entry_id, raw in entries))
 
     async def events_after(self, key: SessionKey, after_seq: int, limit: int) -> list[Event]:
         with unavailable_on_failure():
