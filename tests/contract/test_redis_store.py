@@ -63,14 +63,6 @@ async def open_replica(redis_keyspace: Keyspace) -> AsyncIterator[OpenRedisStore
         await store.close()
 
 
-@pytest.fixture
-async def redis_client() -> AsyncIterator[Redis]:
-    """A plain client on the shared Redis, to look at what the store wrote."""
-    client = Redis.from_url(REDIS_SERVER)
-    yield client
-    await client.aclose()
-
-
 async def write_events(store: RedisStore, count: int) -> int:
     """Admits turn t1 and opens tool calls until KEY's log holds `count` events; its generation."""
     lease = await admit(store, KEY, "t1")

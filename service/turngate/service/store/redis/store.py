@@ -1,48 +1,55 @@
 """The Redis store: session documents, event logs, deadlines and the ledger outbox in Redis.
 
 Coordination only; the durable history is the SQL ledger, fed from the outbox by the projector.
-Every command is one run of a small generic compare-and-set script (cas.lua), loaded once
-and re-sent after NOSCRIPT by redis-py's Script: one round trip when this replica already knows
-the session's current document.
+Every command is one run of a small generic compare-and-set script (cas.lua), loaded again
+after NOSCRIPT: one round trip when this replica already knows the session's current document.
 
 It decides against the document and version it last saw (a session it never saw is taken to be
-new) at an estimate of Redis `TIME`, calibrated on every reply. The script confirms both
-atomically, with the write or, for a decision that changed nothing, alone: the version must be
-unchanged and the decision's `now` within [TIME - BEHIND_LIMIT_US, TIME + AHEAD_LIMIT_US] (I10:
-like a SQL store's read, a decision is as of the store's clock when it was taken; the bounds stop
-a bad estimate). Otherwise nothing is written, the script returns the current document and
-`TIME`, and the decision is taken again on them.
+new) at an estimate of Redis `TIME` that is never behind it (`_StoreClock`), so a decision is
+never stamped before the request that asked for it; and it decides only once it holds the
+connection the script goes out on, so nothing but that trip lies between the decision and the
+script. The script confirms the decision atomically, with the write or, for a decision that
+changed nothing, alone: the version must be unchanged, `TIME` must lie in the decision's clock
+window (`core.clock_window`: no deadline or expiry passed, or was anticipated, between the
+decision and the write; I8) and the decision's `now` within [TIME - BEHIND_LIMIT_US,
+TIME + AHEAD_LIMIT_US] (I10: like a SQL store's read, a decision is as of the store's clock when
+it was taken). Otherwise nothing is written, the script returns the current document and `TIME`,
+and the decision is taken again on them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from importlib.resources import files
 from typing import Any, cast
 
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.connection import AbstractConnection
 
 from turngate.service.codec import dump_event_body, dump_session, load_session
-from turngate.service.core import Command, Decision, Event, Session, SessionKey
+from turngate.service.core import ClockWindow, Command, Decision, Event, Session, SessionKey, clock_window
 from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable, Unrecorded
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, member, session_of
 
 _CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
 _UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
+_CAS_SHA = hashlib.sha1(_CAS.encode()).hexdigest()
 _US = 1_000_000
 # Past this many commands in flight, callers wait up to POOL_TIMEOUT_S for a connection before the
 # store is unavailable (redis-py's default pool fails at once past 100, even with Redis healthy).
 POOL_SIZE = 64
 POOL_TIMEOUT_S = 5.0
 # How far behind and ahead of Redis TIME a decision's `now` may be at its commit (µs): behind
-# covers the round trip and a busy event loop; ahead only estimation error.
-BEHIND_LIMIT_US = 1_000_000
+# covers the trip from the decision to the script under load (measured: docs/decisions.md);
+# ahead only estimation error.
+BEHIND_LIMIT_US = 5_000
 AHEAD_LIMIT_US = 5_000
 # Sessions whose document this replica remembers (the least recently used are forgotten).
 _KNOWN_SESSIONS = 10_000
@@ -53,9 +60,13 @@ def _monotonic_us() -> int:
 
 
 class _StoreClock:
-    """Redis TIME, estimated from the last reply that carried it (read halfway through its round
-    trip). It does not run backwards between decisions, except to correct an estimate that was
-    ahead by more than half of what the store accepts."""
+    """Redis TIME, estimated so that it is never behind it, however late a busy event loop reads
+    a reply. A reply's TIME was read after its request was sent and before it was received, so
+    TIME - sent bounds TIME's offset from the monotonic clock from above, TIME - received from
+    below. The estimate keeps the tightest bound from above; a bound from below beyond it shows
+    that TIME moved on (a step, or drift), and the new bound from above replaces it. It does not
+    run backwards between decisions, except to correct an estimate ahead by more than half of
+    what the store accepts."""
 
     def __init__(self) -> None:
         self._offset: int | None = None
@@ -74,7 +85,11 @@ class _StoreClock:
         return estimate
 
     def observe(self, store_now: int, sent: int, received: int) -> None:
-        self._offset = store_now - (sent + received) // 2
+        above, below = store_now - sent, store_now - received
+        if self._offset is None or below > self._offset:
+            self._offset = above
+        else:
+            self._offset = min(self._offset, above)
 
 
 def connect(url: str) -> Redis:
@@ -100,6 +115,11 @@ def unavailable_on_failure() -> Iterator[None]:
         raise StoreUnavailable(f"redis unavailable: {exc}") from exc
 
 
+def _bounds(window: ClockWindow) -> list[str | int]:
+    """A clock window as the script takes it ("" for an open end)."""
+    return ["" if window.start is None else window.start, "" if window.end is None else window.end]
+
+
 def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
     """A stream entry's fields as a script returns them (name, value, name, value…)."""
     return dict(zip(flat[::2], flat[1::2], strict=True))
@@ -108,6 +128,19 @@ def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
 def _now(time_reply: Any) -> int:
     seconds, micros = time_reply
     return int(seconds) * _US + int(micros)
+
+
+async def _run_cas(connection: AbstractConnection, keys: list[str], args: list[str | int | bytes]) -> Any:
+    """cas.lua's reply on `connection`, loading the script first if Redis lost it (a restart, a
+    SCRIPT FLUSH)."""
+    try:
+        await connection.send_command("EVALSHA", _CAS_SHA, len(keys), *keys, *args)
+        return await connection.read_response()
+    except redis_errors.NoScriptError:
+        await connection.send_command("SCRIPT", "LOAD", _CAS)
+        await connection.read_response()
+        await connection.send_command("EVALSHA", _CAS_SHA, len(keys), *keys, *args)
+        return await connection.read_response()
 
 
 class RedisStore(CompareAndSetStore):
@@ -127,7 +160,6 @@ class RedisStore(CompareAndSetStore):
         self.client = client
         self.keys = keys
         self._retention = retention
-        self._cas = client.register_script(_CAS)
         self._unrecorded = client.register_script(_UNRECORDED)
         self._clock = _StoreClock()
         self._known: OrderedDict[SessionKey, tuple[int, Session]] = OrderedDict()
@@ -140,15 +172,18 @@ class RedisStore(CompareAndSetStore):
         version, state = self._known.get(key, (0, Session()))
         if not self._clock.calibrated:
             await self.now()
-        now = self._clock.now()
-        applied = self._decide(state, command, now)
-        decision = applied.decision
-        if decision.changed:
-            await self._before_write(key, command)
-        args = [version, now, BEHIND_LIMIT_US, AHEAD_LIMIT_US, *self._change(key, decision)]
-        sent = _monotonic_us()
-        reply = await self._cas(keys=self._keys_of(key), args=args)
-        self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
+        # Decided with the connection in hand: only the trip to Redis separates `now` from TIME.
+        async with self._connection() as connection:
+            now = self._clock.now()
+            applied = self._decide(state, command, now)
+            decision = applied.decision
+            if decision.changed:
+                await self._before_write(key, command)
+            window = _bounds(clock_window(state, now))
+            args = [version, now, BEHIND_LIMIT_US, AHEAD_LIMIT_US, *window, *self._change(key, decision)]
+            sent = _monotonic_us()
+            reply = await _run_cas(connection, self._keys_of(key), args)
+            self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
         if reply[0]:
             self._remember(key, version + 1 if decision.changed else version, decision.state)
             return applied
@@ -156,8 +191,18 @@ class RedisStore(CompareAndSetStore):
         self._remember(key, int(reply[3]), Session() if current is None else load_session(current))
         return None
 
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AbstractConnection]:
+        """A connection of the pool, connected, held until the block ends."""
+        pool = self.client.connection_pool
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        try:
+            yield connection
+        finally:
+            await pool.release(connection)
+
     def _change(self, key: SessionKey, decision: Decision) -> list[str | int | bytes]:
-        """The script's arguments after the clock: the new document, its deadline and events."""
+        """The script's arguments after the clock window: the new document, its deadline and events."""
         if not decision.changed:
             return [""]
         deadline = decision.state.deadline()
@@ -201,9 +246,12 @@ class RedisStore(CompareAndSetStore):
         return [log_event(entry_id, fields) for entry_id, fields in cast(LogEntries, entries)]
 
     async def now(self) -> int:
-        sent = _monotonic_us()
         with unavailable_on_failure():
-            store_now = _now(await self.client.time())
+            # Timed with the connection in hand, so that connecting does not loosen the estimate.
+            async with self._connection() as connection:
+                sent = _monotonic_us()
+                await connection.send_command("TIME")
+                store_now = _now(await connection.read_response())
         self._clock.observe(store_now, sent, _monotonic_us())
         return store_now
 
