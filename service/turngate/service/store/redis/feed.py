@@ -97,5 +97,9 @@ class RedisLogFeed:
                         self._deliver(key, events)
 
     async def close(self) -> None:
+        # An interruption still under way would go on into the clients as they close.
+        for task in self._interruptions:
+            task.cancel()
+        await asyncio.gather(*self._interruptions, return_exceptions=True)
         await self._reader.aclose()
         await self._control.aclose()
