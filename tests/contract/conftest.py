@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from redis.asyncio import Redis
 
 from tests.contract.backends import (
     MAX_ATTEMPTS,
@@ -127,6 +128,14 @@ def redis_keyspace() -> Iterator[Keyspace]:
     keys = unique_keyspace()
     yield keys
     delete_keyspace(REDIS_SERVER, keys)
+
+
+@pytest.fixture
+async def redis_client() -> AsyncIterator[Redis]:
+    """A plain client on the shared Redis, to look at what the store wrote."""
+    client = Redis.from_url(REDIS_SERVER)
+    yield client
+    await client.aclose()
 
 
 @pytest.fixture

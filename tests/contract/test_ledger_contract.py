@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -30,7 +31,9 @@ from turngate.service.core import (
     TurnSettled,
 )
 from turngate.service.core.replies import Cancelled, Refusal
+from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.record import record, record_sessions
+from turngate.service.ledger.replay import replay
 from turngate.service.ports.history import InteractionView, ToolCallView, TurnView
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.tables import metadata
@@ -267,3 +270,45 @@ async def ledger_rows_of(engine: AsyncEngine, key: SessionKey) -> dict[str, list
             for name, table in metadata.tables.items()
             if name not in ("sessions", "ledger_cursors")
         }
+
+
+async def test_a_turn_replayed_from_events_equals_the_ledgers_once_it_has_recorded_them(
+    store: SqlStore, database_url: str
+) -> None:
+    """What GetTurn answers while the ledger lags (history.py) is what it answers afterwards: for
+    every point the ledger may have recorded up to, its turns with the rest replayed onto them
+    (from any earlier event on) equal its turns once it has recorded everything."""
+    await run_a_stopped_turn(store)
+    await play_a_turn_to_completion(store, "t2")
+    forced = await admit(store, "t3")
+    await store.apply(KEY, RecordToolCall("t3", forced.generation, "c1", "read", ToolCallStatus.OPEN))
+    await store.apply(KEY, Cancel("t3", "first", False, "", 30 * SECOND, 600 * SECOND))
+    await store.apply(KEY, Cancel("t3", "then forced", True, "", 30 * SECOND, 600 * SECOND))
+    running = await admit(store, "t4")
+    await store.apply(
+        KEY, RecordToolCall("t4", running.generation, "c1", "read", ToolCallStatus.FAILED, "gone")
+    )
+    await store.apply(KEY, RecordInteraction("t4", running.generation, "i1", "approval"))
+    events = await store.events_after(KEY, 0, 100)
+    turn_ids = ("t1", "t2", "t3", "t4")
+    whole = {turn_id: await store.ledger.get_turn(KEY, turn_id) for turn_id in turn_ids}
+    listed = await store.ledger.list_turns(KEY, None, 10)
+    assert {view.turn_id: view for view in replay(KEY, (), events).values()} == whole
+    engine = make_engine(database_url)
+    ledger = Ledger(engine)
+
+    for recorded in range(len(events) + 1):
+        lagging = SessionKey("lagging", f"up-to-{recorded}")
+        async with engine.begin() as conn:
+            await record(conn, lagging, events[:recorded])
+        replayed_from = max(0, recorded - 3)  # some of what it recorded comes again
+        for turn_id in turn_ids:
+            row = await ledger.get_turn(lagging, turn_id)
+            turns = replay(lagging, () if row is None else (row,), events[replayed_from:])
+            assert [view for view in turns.values() if view.turn_id == turn_id] == [whole[turn_id]], (
+                f"{turn_id} recorded up to event {recorded}"
+            )
+        page = replay(lagging, await ledger.list_turns(lagging, None, 10), events[replayed_from:])
+        newest_first = sorted(page.values(), key=lambda view: view.generation, reverse=True)
+        assert [replace(view, tool_calls=(), interactions=()) for view in newest_first] == listed
+    await engine.dispose()

@@ -37,10 +37,11 @@ from turngate.service.core import (
     Directive,
     Heartbeat,
     HeartbeatReply,
+    Session,
     SessionKey,
     TurnOutcome,
 )
-from turngate.service.ports.store import BeforeWrite, StoreContention
+from turngate.service.ports.store import BeforeWrite, StoreContention, Unrecorded
 from turngate.service.store.redis.keys import Keyspace, member
 from turngate.service.store.redis.store import RedisStore
 
@@ -70,14 +71,6 @@ async def open_replica(redis_keyspace: Keyspace) -> AsyncIterator[OpenRedisStore
     yield open_one
     for store in opened:
         await store.close()
-
-
-@pytest.fixture
-async def redis_client() -> AsyncIterator[Redis]:
-    """A plain client on the shared Redis, to look at what the store wrote."""
-    client = Redis.from_url(REDIS_SERVER)
-    yield client
-    await client.aclose()
 
 
 async def write_events(store: RedisStore, count: int) -> int:
@@ -351,3 +344,19 @@ async def test_due_and_next_deadline_merge_every_bucket_earliest_first(
     assert await redis_client.zscore(index, member(first)) is None
     assert await redis_store.next_deadline() == deadlines[1]
     assert await redis_store.due(deadlines[-1], 10) == earliest_first[1:]
+
+
+async def test_unrecorded_is_the_document_and_the_log_after_the_ledgers_mark(
+    redis_store: RedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    await write_events(redis_store, 5)
+    everything = await redis_store.events_after(KEY, 0, 10)
+
+    before = await redis_store.unrecorded(KEY)
+    await redis_client.hset(redis_keyspace.doc(KEY), "ledger", 3)
+    after = await redis_store.unrecorded(KEY)
+
+    assert before.state == after.state == await redis_store.load(KEY)
+    assert before.events == tuple(everything), "the ledger has nothing yet"
+    assert after.events == tuple(everything[3:])
+    assert await redis_store.unrecorded(SessionKey("p", "never-written")) == Unrecorded(Session(), ())

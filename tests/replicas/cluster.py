@@ -170,6 +170,8 @@ class Deployment:
     lease_ttl: float = 10.0
     stop_grace: float = 5.0
     reclaim_idle: float = 1.0
+    # False: the replicas leave the ledger to `turngate project` processes (`projector`).
+    replicas_project: bool = True
 
     @property
     def keys(self) -> Keyspace:
@@ -183,6 +185,7 @@ class Deployment:
             "TURNGATE_LEASE_TTL": str(self.lease_ttl),
             "TURNGATE_STOP_GRACE": str(self.stop_grace),
             "TURNGATE_RECLAIM_IDLE": str(self.reclaim_idle),
+            "TURNGATE_PROJECTOR": str(self.replicas_project).lower(),
         }
 
     @property
@@ -197,9 +200,12 @@ class Deployment:
         return spawn_server(tmp, *self.backends, *flags, port=port, env=self.env, serving=serving)
 
     @asynccontextmanager
-    async def projector(self, tmp: Path, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-        """`turngate project` on this deployment, logging to `log`, until the block ends (SIGTERM)."""
-        with log.open("wb") as stderr:
+    async def projector(
+        self, tmp: Path, log: Path | None = None
+    ) -> AsyncIterator[asyncio.subprocess.Process]:
+        """`turngate project` on this deployment, logging to `log` (`tmp`/project.log by default),
+        until the block ends (SIGTERM)."""
+        with (log or tmp / "project.log").open("ab") as stderr:
             process = await asyncio.create_subprocess_exec(
                 TURNGATE, "project", *self.backends, cwd=tmp, env=cli_env(**self.env), stderr=stderr
             )

@@ -49,6 +49,7 @@ from tests.replicas.cluster import (
     wait_for_ledger,
     watch_from_start,
 )
+from turngate.client.tasks import cancel_all
 from turngate.service.core import Admit, Event, Expire, SessionKey, TurnOutcome, TurnSettled
 from turngate.service.core import SettledBy as CoreSettledBy
 from turngate.service.redis_url import RedisUrl
@@ -274,6 +275,65 @@ async def test_a_replica_feed_whose_watched_sessions_came_and_went_follows_the_n
     finally:
         await cancelled(following)
         await feed.close()
+        await store.close()
+        async with Redis.from_url(REDIS_SERVER) as client:
+            await delete_prefix(client, keys.prefix)
+
+
+class HangingControl:
+    """Stands in for a feed's control connection whose CLIENT UNBLOCK is still under way (being
+    connected, or retried) when the replica stops; records what happens to it, in order."""
+
+    def __init__(self) -> None:
+        self.unblocking = asyncio.Event()
+        self.seen: list[str] = []
+
+    async def client_unblock(self, _client_id: int) -> bool:
+        self.unblocking.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.seen.append("unblock ended")
+        return True
+
+    async def aclose(self) -> None:
+        self.seen.append("closed")
+
+
+async def test_a_replica_feed_closed_while_interrupting_its_read_ends_the_interruption_first() -> None:
+    """A replica that stops just after a watcher came, its feed still interrupting the read in
+    flight to follow the new session, ends that interruption before it closes the connection the
+    interruption uses (it went on into the closing client and logged a traceback)."""
+    keys = Keyspace(prefix=unique_prefix(), buckets=BUCKETS)
+    feed = RedisLogFeed(keys, fixed_endpoints(RedisUrl.parse(REDIS_SERVER), REDIS_TIMEOUT_S))
+    delivered: asyncio.Queue[SessionKey] = asyncio.Queue()
+    feed.deliver_to(lambda key, _events: delivered.put_nowait(key))
+    first, second = SessionKey(PROJECT, "s-first"), SessionKey(PROJECT, "s-second")
+    following = asyncio.create_task(feed.run())
+    store = RedisStore(connect(REDIS_SERVER, REDIS_TIMEOUT_S), keys, retention=1_000)
+    real_control: Redis | None = None
+    try:
+        feed.track(first, 0)
+        await store.apply(first, Admit("turn-1", "runner-1", lease_ttl=LASTING_LEASE_US))
+        async with asyncio.timeout(WAIT_TIMEOUT_S):
+            assert await delivered.get() == first  # the reader follows `first`, blocked in XREAD
+        # The one place the feed shows how it interrupts its reader: its private control client.
+        real_control = feed._control
+        assert isinstance(real_control, Redis), "RedisLogFeed no longer has _control: update this test"
+        feed._control = control = HangingControl()  # type: ignore[assignment]
+        feed.track(second, 0)  # which interrupts that XREAD
+        async with asyncio.timeout(WAIT_TIMEOUT_S):
+            await control.unblocking.wait()
+
+        # As a replica stops: its loops first, then what they used.
+        assert await cancel_all([following]) == []
+        await feed.close()
+
+        assert control.seen == ["unblock ended", "closed"]
+    finally:
+        await cancelled(following)
+        if real_control is not None:
+            await real_control.aclose()
         await store.close()
         async with Redis.from_url(REDIS_SERVER) as client:
             await delete_prefix(client, keys.prefix)

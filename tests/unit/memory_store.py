@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 from turngate.service.core import Command, Event, Session, SessionKey
-from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable
+from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable, Unrecorded
 from turngate.service.store.cas import CompareAndSetStore
 
 from .helpers import T0
@@ -48,11 +48,17 @@ class _Row:
 @dataclass
 class MemoryData:
     """What the stores sharing it see: one clock, one row per session. `down` makes every call
-    fail as an unreachable database does (StoreUnavailable), without touching the data."""
+    fail as an unreachable database does (StoreUnavailable), without touching the data.
+
+    As the Redis store does, it tells which events a ledger fed after the fact may lack: those
+    after `recorded[key]` (the ledger's mark, 0 by default: a ledger that has recorded nothing),
+    and its log keeps the events after `trimmed[key]` only."""
 
     clock: FakeClock = field(default_factory=FakeClock)
     rows: dict[SessionKey, _Row] = field(default_factory=dict)
     down: bool = False
+    recorded: dict[SessionKey, int] = field(default_factory=dict)
+    trimmed: dict[SessionKey, int] = field(default_factory=dict)
 
     def version(self, key: SessionKey) -> int:
         """How many writes the session has had (0: never written)."""
@@ -125,7 +131,16 @@ class MemoryStore(CompareAndSetStore):
         with _unavailable_on_failure():
             row = self._read(key)
         events = () if row is None else row.events
-        return [event for event in events if event.seq > after_seq][:limit]
+        kept_after = max(after_seq, self.data.trimmed.get(key, 0))
+        return [event for event in events if event.seq > kept_after][:limit]
+
+    async def unrecorded(self, key: SessionKey) -> Unrecorded:
+        with _unavailable_on_failure():
+            row = self._read(key)
+        if row is None:
+            return Unrecorded(Session(), ())
+        recorded = self.data.recorded.get(key, 0)
+        return Unrecorded(row.state, tuple(event for event in row.events if event.seq > recorded))
 
     async def now(self) -> int:
         with _unavailable_on_failure():

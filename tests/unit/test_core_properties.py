@@ -49,6 +49,7 @@ from turngate.service.core import (
     TurnOutcome,
     TurnPhase,
     TurnSettled,
+    clock_window,
     decide,
 )
 from turngate.service.core.limits import RECENT_TURNS
@@ -111,6 +112,25 @@ class Life:
     interactions: dict[str, InteractionStatus] = field(default_factory=dict)
     outcome: TurnOutcome | None = None
     settlements: int = 0
+
+
+def shape(decision: Decision) -> tuple[object, ...]:
+    """What a decision answered and recorded, without the times it stamped."""
+    reply = decision.reply
+    settled = [
+        (e.body.turn.outcome, e.body.turn.settled_by)
+        for e in decision.events
+        if isinstance(e.body, TurnSettled)
+    ]
+    return (
+        type(reply),
+        getattr(reply, "reason", None),
+        getattr(reply, "directive", None),
+        getattr(reply, "recorded", None),
+        decision.changed,
+        [event.body.kind for event in decision.events],
+        settled,
+    )
 
 
 def lease_of(active: ActiveTurn | None) -> Lease | None:
@@ -369,8 +389,19 @@ class SessionMachine(RuleBasedStateMachine):
             assert (decision.state, decision.events) == (swept.state, swept.events)
         self.follow(decision)
         self.check_round_trip(decision)
+        self.check_clock_window(before, command, decision)
         self.state = decision.state
         return decision
+
+    def check_clock_window(self, before: Session, command: Command, decision: Decision) -> None:
+        """I8, I10: at either end of its clock window the same command is answered the same way,
+        save the times it stamps (a store may write a decision anywhere in it)."""
+        window = clock_window(before, self.now)
+        assert window.start is None or window.start <= self.now
+        assert window.end is None or self.now < window.end
+        for instant in (window.start, None if window.end is None else window.end - 1):
+            if instant is not None:
+                assert shape(decide(before, command, instant)) == shape(decision), instant
 
     def check_stop(
         self, holds: ActiveTurn, decision: Decision, swept: Decision, force: bool, grace: int

@@ -1,8 +1,10 @@
-"""LiveHistory (history.py): GetTurn and ListTurns answered from the ledger, completed by the live
-session document (docs/design.md §2.2: error texts and resolutions live only in the ledger).
+"""LiveHistory (history.py): GetTurn and ListTurns answered from the ledger, with the events it has
+not recorded yet replayed onto it (ledger/replay.py), and from the session's log alone while the
+ledger is down. A read never shows less than an acknowledged write.
 
-The document comes from the in-memory store; the ledger is a fake `TurnHistory` holding whatever
-rows the test says the ledger has recorded so far (in redis mode the projector may lag).
+The document and the log come from the in-memory store, which says which events the ledger may
+lack (those after its mark, as the Redis store does); the ledger is a fake `TurnHistory` holding
+what a projector has recorded so far: the test projects up to a seq, as the projector would.
 """
 
 from __future__ import annotations
@@ -13,16 +15,17 @@ import pytest
 
 from turngate.service.core import (
     Admitted,
+    Event,
     InteractionStatus,
     SessionKey,
     SettledBy,
-    ToolCallChanged,
     ToolCallStatus,
     TurnOutcome,
     TurnPhase,
 )
 from turngate.service.history import LiveHistory
-from turngate.service.ports.history import TurnView, tool_call_view, turn_view
+from turngate.service.ledger.replay import replay
+from turngate.service.ports.history import TurnView
 from turngate.service.ports.store import StoreUnavailable
 
 from .helpers import SECOND, Lease, admit, cancel, complete, heartbeat, interaction, resolve, tool_call
@@ -38,9 +41,6 @@ class FakeLedger:
         self.rows: dict[SessionKey, list[TurnView]] = {}
         self.down = False
         self.pages: list[tuple[int | None, int]] = []
-
-    def record(self, view: TurnView, key: SessionKey = KEY) -> None:
-        self.rows.setdefault(key, []).append(view)
 
     async def get_turn(self, key: SessionKey, turn_id: str) -> TurnView | None:
         self._reach()
@@ -63,7 +63,7 @@ class FakeLedger:
 
 
 class Session:
-    """One session written through the memory store, turn after turn."""
+    """One session written through the memory store, turn after turn, and its lagging ledger."""
 
     def __init__(self) -> None:
         self.store = MemoryStore()
@@ -76,53 +76,126 @@ class Session:
         assert isinstance(reply, Admitted), reply
         return Lease(turn_id, reply.generation)
 
+    async def project(self, up_to: int | None = None) -> None:
+        """The projector records the events up to seq `up_to` (all by default) and raises the mark."""
+        events = await self.store.events_after(KEY, 0, 100_000)
+        up_to = events[-1].seq if up_to is None else up_to
+        self.ledger.rows[KEY] = list(replay(KEY, (), [e for e in events if e.seq <= up_to]).values())
+        self.store.data.recorded[KEY] = up_to
+
+    def trim(self) -> None:
+        """The log forgets what the ledger recorded (as the Redis store does past its retention)."""
+        self.store.data.trimmed[KEY] = self.store.data.recorded.get(KEY, 0)
+
+    async def eventful(self, turn_id: str) -> Lease:
+        """Turn `turn_id` with everything a turn can hold, settled FAILED with an error: c1
+        succeeded, c2 failed with an error, c3 left open (so interrupted), i1 resolved with a text,
+        i2 left pending (so cancelled)."""
+        lease = await self.admit(turn_id)
+        for call_id in ("c1", "c2", "c3"):
+            await self.store.apply(KEY, tool_call(lease, call_id))
+        await self.store.apply(KEY, tool_call(lease, "c1", ToolCallStatus.SUCCEEDED))
+        await self.store.apply(KEY, tool_call(lease, "c2", ToolCallStatus.FAILED, error="disk full"))
+        await self.store.apply(KEY, interaction(lease, "i1"))
+        await self.store.apply(KEY, resolve("i1", "approved"))
+        await self.store.apply(KEY, interaction(lease, "i2"))
+        await self.store.apply(KEY, complete(lease, TurnOutcome.FAILED, error="model crashed"))
+        return lease
+
     async def settled(self, turn_id: str, *, recorded: bool) -> TurnView:
-        """Turn `turn_id`, run with one tool call and completed (the call interrupted, I7).
-        `recorded`: the ledger has its row, with the call; otherwise only the document has it, as
-        `turn_view` shows it (without calls). Returns the one that has it."""
+        """Turn `turn_id` with one tool call, completed (the call interrupted, I7), projected or
+        not; returns it as the ledger holds it once projected."""
         lease = await self.admit(turn_id)
         await self.store.apply(KEY, tool_call(lease, "c1"))
-        completed = await self.store.apply(KEY, complete(lease))
-        turn = completed.state.settled(turn_id)
-        assert turn is not None
-        calls = [
-            tool_call_view(e.body.call_id, e.body.call, e.body.error)
-            for e in completed.events
-            if isinstance(e.body, ToolCallChanged)
-        ]
-        assert [call.status for call in calls] == [ToolCallStatus.INTERRUPTED]
-        if not recorded:
-            return turn_view(turn)
-        row = replace(turn_view(turn), tool_calls=tuple(calls))
-        self.ledger.record(row)
-        return row
+        await self.store.apply(KEY, complete(lease))
+        if recorded:
+            await self.project()
+        return _as_recorded(await self.store.events_after(KEY, 0, 100_000), lease.generation)
 
 
-async def test_the_active_turn_is_the_documents_with_error_texts_and_resolutions_from_its_ledger_row() -> (
-    None
-):
+def _as_recorded(events: list[Event], generation: int) -> TurnView:
+    """The turn as the ledger holds it once it has recorded `events`."""
+    return replay(KEY, (), events)[generation]
+
+
+def assert_eventful(view: TurnView | None) -> None:
+    """What `Session.eventful` wrote, all of it: end states, error texts and resolutions."""
+    assert view is not None
+    assert (view.phase, view.outcome, view.settled_by, view.error) == (
+        TurnPhase.SETTLED,
+        TurnOutcome.FAILED,
+        SettledBy.RUNNER,
+        "model crashed",
+    )
+    assert [(c.call_id, c.status, c.error) for c in view.tool_calls] == [
+        ("c1", ToolCallStatus.SUCCEEDED, ""),
+        ("c2", ToolCallStatus.FAILED, "disk full"),
+        ("c3", ToolCallStatus.INTERRUPTED, ""),
+    ]
+    assert [(i.interaction_id, i.status, i.resolution) for i in view.interactions] == [
+        ("i1", InteractionStatus.RESOLVED, "approved"),
+        ("i2", InteractionStatus.CANCELLED, ""),
+    ]
+
+
+async def test_a_settled_turn_the_ledger_has_not_recorded_keeps_its_calls_interactions_and_texts() -> None:
+    s = Session()
+    await s.eventful("t1")
+
+    before = await s.history.get_turn(KEY, "t1")
+    listed_before = await s.history.list_turns(KEY, None, 10)
+    await s.project()
+    after = await s.history.get_turn(KEY, "t1")
+
+    assert_eventful(before)
+    assert before == after, "the same before and after the ledger recorded it"
+    assert after is not None
+    assert listed_before == [replace(after, tool_calls=(), interactions=())]
+    assert listed_before == await s.history.list_turns(KEY, None, 10)
+
+
+async def test_a_turn_the_ledger_recorded_in_part_is_completed_by_the_events_after_its_mark() -> None:
+    s = Session()
+    lease = await s.admit("t1")
+    await s.store.apply(KEY, tool_call(lease, "c1"))
+    await s.store.apply(KEY, interaction(lease, "i1"))
+    await s.project()  # the admission, c1 OPEN and i1 PENDING are recorded; what follows is not
+    await s.store.apply(KEY, tool_call(lease, "c1", ToolCallStatus.FAILED, error="disk full"))
+    await s.store.apply(KEY, resolve("i1", "approved"))
+    await s.store.apply(KEY, tool_call(lease, "c2"))
+    await s.store.apply(KEY, cancel("t1", force=True, reason="user left"))
+
+    got = await s.history.get_turn(KEY, "t1")
+    await s.project()
+
+    assert got == await s.history.get_turn(KEY, "t1")
+    assert got is not None
+    assert (got.outcome, got.settled_by, got.stop_reason) == (
+        TurnOutcome.CANCELLED,
+        SettledBy.GATEWAY,
+        "user left",
+    )
+    assert [(c.call_id, c.status, c.error) for c in got.tool_calls] == [
+        ("c1", ToolCallStatus.FAILED, "disk full"),
+        ("c2", ToolCallStatus.INTERRUPTED, ""),
+    ]
+    assert [(i.interaction_id, i.status, i.resolution) for i in got.interactions] == [
+        ("i1", InteractionStatus.RESOLVED, "approved")
+    ]
+
+
+async def test_the_active_turn_has_the_documents_lease_and_every_text_its_events_carried() -> None:
     s = Session()
     lease = await s.admit("t1")
     await s.store.apply(KEY, tool_call(lease, "c1"))
     await s.store.apply(KEY, tool_call(lease, "c1", ToolCallStatus.FAILED, error="disk full"))
     await s.store.apply(KEY, tool_call(lease, "c2"))
     await s.store.apply(KEY, interaction(lease, "i1"))
+    await s.project()
     await s.store.apply(KEY, resolve("i1", "approved"))
     await s.store.apply(KEY, interaction(lease, "i2"))
-    as_recorded = await s.store.load(KEY)
-    assert as_recorded.active is not None
-    # The ledger's row: as of the last write it recorded, with the texts the events carried.
-    ledger_row = turn_view(as_recorded.active)
-    ledger_row = replace(
-        ledger_row,
-        tool_calls=(replace(ledger_row.tool_calls[0], error="disk full"), *ledger_row.tool_calls[1:]),
-        interactions=(
-            replace(ledger_row.interactions[0], resolution="approved"),
-            *ledger_row.interactions[1:],
-        ),
-    )
-    s.ledger.record(ledger_row)
-    # Then the document moves on without a ledger write of this turn: a heartbeat and a Stop.
+    recorded = await s.ledger.get_turn(KEY, "t1")
+    # Then the document moves on without the ledger: a heartbeat (no event) and a Stop.
     s.store.clock.advance(5 * SECOND)
     await s.store.apply(KEY, heartbeat(lease))
     stopped = await s.store.apply(KEY, cancel("t1", reason="user pressed stop"))
@@ -132,11 +205,11 @@ async def test_the_active_turn_is_the_documents_with_error_texts_and_resolutions
 
     got = await s.history.get_turn(KEY, "t1")
 
-    assert got == turn_view(active, ledger_row)
     assert got is not None
+    assert recorded is not None
     assert (got.phase, got.stop_requested, got.stop_reason) == (TurnPhase.STOPPING, True, "user pressed stop")
     assert (got.lease_expires_at, got.stop_deadline) == (active.lease_expires_at, active.stop.deadline)
-    assert got.lease_expires_at > ledger_row.lease_expires_at
+    assert got.lease_expires_at > recorded.lease_expires_at, "the heartbeat's lease, which no event carries"
     assert [(c.call_id, c.status, c.error) for c in got.tool_calls] == [
         ("c1", ToolCallStatus.FAILED, "disk full"),
         ("c2", ToolCallStatus.OPEN, ""),
@@ -147,74 +220,70 @@ async def test_the_active_turn_is_the_documents_with_error_texts_and_resolutions
     ]
     [listed] = await s.history.list_turns(KEY, None, 10)
     # ListTurns answers without calls (api/sessions.py): the rest is the same merge.
-    assert replace(listed, tool_calls=(), interactions=()) == replace(got, tool_calls=(), interactions=())
+    assert listed == replace(got, tool_calls=(), interactions=())
 
 
-async def test_an_active_turn_the_ledger_has_not_recorded_comes_from_the_document_without_texts() -> None:
-    s = Session()
-    lease = await s.admit("t1")
-    await s.store.apply(KEY, tool_call(lease, "c1", ToolCallStatus.OPEN))
-    await s.store.apply(KEY, tool_call(lease, "c1", ToolCallStatus.FAILED, error="disk full"))
-
-    got = await s.history.get_turn(KEY, "t1")
-
-    assert got is not None
-    assert (got.phase, got.generation) == (TurnPhase.RUNNING, lease.generation)
-    assert [(c.call_id, c.status, c.error) for c in got.tool_calls] == [("c1", ToolCallStatus.FAILED, "")]
-
-
-async def test_a_settled_turn_the_ledger_lacks_comes_from_the_document_and_one_it_has_from_the_ledger() -> (
-    None
-):
+async def test_while_the_ledger_is_down_a_turn_the_log_keeps_whole_is_answered_whole() -> None:
     s = Session()
     recorded = await s.settled("t1", recorded=True)
-    lagging = await s.settled("t2", recorded=False)
-
-    got_recorded = await s.history.get_turn(KEY, "t1")
-    got_lagging = await s.history.get_turn(KEY, "t2")
-
-    assert got_recorded == recorded
-    assert got_recorded is not None
-    assert [c.call_id for c in got_recorded.tool_calls] == ["c1"], "the ledger's row, with its calls"
-    assert got_lagging == lagging
-    assert got_lagging is not None
-    assert (got_lagging.phase, got_lagging.outcome, got_lagging.settled_by) == (
-        TurnPhase.SETTLED,
-        TurnOutcome.COMPLETED,
-        SettledBy.RUNNER,
-    )
-    assert got_lagging.tool_calls == (), "the document keeps no calls of a settled turn"
-    assert await s.history.get_turn(KEY, "never-admitted") is None
-
-
-async def test_while_the_ledger_is_down_a_turn_the_document_has_is_answered_any_other_is_unavailable() -> (
-    None
-):
-    s = Session()
-    await s.settled("t1", recorded=True)
-    for i in range(32):  # the document remembers the last 32 settled turns: t1 is forgotten
-        await s.settled(f"t-{i}", recorded=True)
-    remembered = await s.settled("t2", recorded=False)
+    await s.eventful("t2")
     lease = await s.admit("t3")
+    await s.store.apply(KEY, tool_call(lease, "c1", ToolCallStatus.FAILED, error="timeout"))
     s.ledger.down = True
 
     live = await s.history.get_turn(KEY, "t3")
     assert live is not None
     assert (live.turn_id, live.generation, live.phase) == ("t3", lease.generation, TurnPhase.RUNNING)
-    assert await s.history.get_turn(KEY, "t2") == remembered
-    for unknown_to_the_document in ("t1", "never-admitted"):
+    assert [(c.call_id, c.error) for c in live.tool_calls] == [("c1", "timeout")]
+    assert_eventful(await s.history.get_turn(KEY, "t2"))
+    assert await s.history.get_turn(KEY, "t1") == recorded
+    assert await s.history.get_turn(KEY, "never-admitted") is None, "the log is whole: it was never admitted"
+
+
+async def test_while_the_ledger_is_down_a_turn_the_log_no_longer_keeps_whole_is_unavailable() -> None:
+    s = Session()
+    await s.settled("t1", recorded=True)
+    lease = await s.admit("t2")
+    await s.store.apply(KEY, tool_call(lease, "c1"))
+    await s.project()  # t1 and the start of t2 are recorded, and then forgotten by the log
+    s.trim()
+    await s.store.apply(KEY, complete(lease))
+    await s.eventful("t3")
+    s.ledger.down = True
+
+    assert_eventful(await s.history.get_turn(KEY, "t3"))
+    for unknown_to_the_log in ("t1", "t2", "never-admitted"):
         with pytest.raises(StoreUnavailable):
-            await s.history.get_turn(KEY, unknown_to_the_document)
+            await s.history.get_turn(KEY, unknown_to_the_log)
+    [listed] = await s.history.list_turns(KEY, None, 1)
+    assert listed.turn_id == "t3"
     with pytest.raises(StoreUnavailable):
-        await s.history.list_turns(KEY, None, 10)
+        await s.history.list_turns(KEY, None, 2)
+    with pytest.raises(StoreUnavailable):
+        await s.history.list_turns(KEY, listed.generation, 1)
 
 
-async def test_list_turns_pages_newest_first_across_ledger_and_document_with_before_generation() -> None:
+async def test_while_the_ledger_is_down_a_whole_log_lists_every_turn_as_the_ledger_will() -> None:
+    s = Session()
+    await s.settled("t1", recorded=True)
+    await s.eventful("t2")
+    await s.admit("t3")
+    s.ledger.down = True
+
+    down = await s.history.list_turns(KEY, None, 10)
+    s.ledger.down = False
+    await s.project()
+
+    assert [v.turn_id for v in down] == ["t3", "t2", "t1"]
+    assert down == await s.history.list_turns(KEY, None, 10)
+
+
+async def test_list_turns_pages_newest_first_across_ledger_and_unrecorded_events() -> None:
     s = Session()
     in_ledger = [await s.settled(f"t{i}", recorded=True) for i in (1, 2, 3)]
-    in_document = [await s.settled(f"t{i}", recorded=False) for i in (4, 5)]
+    unrecorded = [await s.settled(f"t{i}", recorded=False) for i in (4, 5)]
     active = await s.admit("t6")
-    g = {view.turn_id: view.generation for view in [*in_ledger, *in_document]} | {"t6": active.generation}
+    g = {view.turn_id: view.generation for view in [*in_ledger, *unrecorded]} | {"t6": active.generation}
 
     first = await s.history.list_turns(KEY, None, 3)
     second = await s.history.list_turns(KEY, first[-1].generation, 3)
@@ -224,10 +293,25 @@ async def test_list_turns_pages_newest_first_across_ledger_and_document_with_bef
     assert [v.turn_id for v in second] == ["t3", "t2", "t1"]
     assert third == []
     assert [v.generation for v in first + second] == sorted(g.values(), reverse=True)
+    assert first[1:] == [replace(v, tool_calls=()) for v in reversed(unrecorded)], "replayed, without calls"
     assert second == [replace(v, tool_calls=()) for v in reversed(in_ledger)], "ledger rows, without calls"
     assert s.ledger.pages == [(None, 3), (g["t4"], 3), (g["t1"], 3)]
     assert [v.turn_id for v in await s.history.list_turns(KEY, g["t5"], 2)] == ["t4", "t3"]
     assert [v.turn_id for v in await s.history.list_turns(KEY, None, 1)] == ["t6"]
+
+
+async def test_a_turn_id_admitted_again_answers_its_latest_generation_recorded_or_not() -> None:
+    s = Session()
+    first = await s.settled("t1", recorded=True)
+    for i in range(32):  # the document remembers the last 32 settled turns: t1 is forgotten
+        await s.settled(f"t-{i}", recorded=True)
+    again = await s.settled("t1", recorded=False)
+
+    got = await s.history.get_turn(KEY, "t1")
+
+    assert got == again
+    assert got is not None
+    assert got.generation > first.generation
 
 
 async def test_get_turn_answers_only_the_turn_asked_for() -> None:

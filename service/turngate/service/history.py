@@ -1,16 +1,26 @@
-"""Turn history for GetTurn and ListTurns: the ledger, completed by the live session document.
+"""Turn history for GetTurn and ListTurns: the ledger, with what it has not recorded yet replayed
+onto it, so a read never shows less than a write already acknowledged.
 
-The document is fresher than the ledger for the active turn (its lease, phase and tool calls
-change without a ledger write) and, in redis mode, for turns the projector has not recorded yet.
-Error texts and resolutions live only in the ledger, so a turn not projected yet shows none.
+In redis mode the projector copies the session logs into the ledger after the fact. Until it has,
+the events it lacks are still in the session's log (the store trims only what the ledger holds),
+and `replay` applies them as the ledger will. While the ledger is down, the turns whose whole
+history the log still keeps are answered from the log alone; any other is UNAVAILABLE (never a
+turn with less than it had). The document adds the one thing no event carries: the active
+turn's lease, which heartbeats extend.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from turngate.service import core
-from turngate.service.core import SessionKey
-from turngate.service.ports.history import TurnHistory, TurnView, turn_view
+from turngate.service.core import SessionKey, TurnPhase
+from turngate.service.ledger.replay import replay
+from turngate.service.ports.history import TurnHistory, TurnView
 from turngate.service.ports.store import Store, StoreUnavailable
+
+# Events read per round trip when the log alone answers.
+_LOG_PAGE = 1_000
 
 
 class LiveHistory:
@@ -19,40 +29,77 @@ class LiveHistory:
         self._store = store
 
     async def get_turn(self, key: SessionKey, turn_id: str) -> TurnView | None:
-        """The turn's latest generation; from the live document alone while the ledger is down."""
-        state = await self._store.load(key)
+        """The turn's latest generation, with its tool calls and interactions."""
+        live = await self._store.unrecorded(key)
         try:
             recorded = await self._ledger.get_turn(key, turn_id)
         except StoreUnavailable:
-            live = _merged(state, [], turn_id)
-            if not live:
+            log = await self._log(key, live.state)
+            found = _latest(replay(key, (), log.events), turn_id)
+            if found is None and not log.whole:
                 raise
-            return live[max(live)]
-        merged = _merged(state, [recorded] if recorded else [], turn_id)
-        return merged[max(merged)] if merged else None
+        else:
+            found = _latest(replay(key, () if recorded is None else (recorded,), live.events), turn_id)
+        return None if found is None else _with_lease(found, live.state)
 
     async def list_turns(self, key: SessionKey, before_generation: int | None, limit: int) -> list[TurnView]:
-        """Newest first: the ledger's page, with live turns replacing or completing it."""
-        state = await self._store.load(key)
-        merged = _merged(state, await self._ledger.list_turns(key, before_generation, limit))
-        newest = sorted(merged, reverse=True)
-        return [merged[g] for g in newest if before_generation is None or g < before_generation][:limit]
+        """Up to `limit` turns older than `before_generation`, newest first, without calls."""
+        live = await self._store.unrecorded(key)
+        try:
+            page = await self._ledger.list_turns(key, before_generation, limit)
+        except StoreUnavailable:
+            log = await self._log(key, live.state)
+            turns = _page(replay(key, (), log.events), before_generation, limit)
+            if len(turns) < limit and not log.whole:
+                raise
+        else:
+            turns = _page(replay(key, page, live.events), before_generation, limit)
+        return [replace(_with_lease(view, live.state), tool_calls=(), interactions=()) for view in turns]
+
+    async def _log(self, key: SessionKey, state: core.Session) -> _Log:
+        """Every event the session's log still keeps (`state`: its document, read before)."""
+        events: list[core.Event] = []
+        while page := await self._store.events_after(key, events[-1].seq if events else 0, _LOG_PAGE):
+            events += page
+            if len(page) < _LOG_PAGE:
+                break
+        return _Log(tuple(events), state.head)
 
 
-def _merged(state: core.Session, recorded: list[TurnView], turn_id: str = "") -> dict[int, TurnView]:
-    """Turns by generation: the ledger's, replaced or completed by what the live document has."""
-    by_generation = {view.generation: view for view in recorded}
-    return by_generation | {view.generation: view for view in _live_turns(state, by_generation, turn_id)}
+@dataclass(frozen=True, slots=True)
+class _Log:
+    """Events of a session's log, in seq order. Replayed alone they give every turn whose
+    admission they hold, whole (the log has no gaps); a turn admitted before them is unknown,
+    unless they start at the session's first event."""
+
+    events: tuple[core.Event, ...]
+    # The head of the session's log when its document was read, before the log.
+    head: int
+
+    @property
+    def whole(self) -> bool:
+        return self.events[0].seq == 1 if self.events else self.head == 0
 
 
-def _live_turns(state: core.Session, recorded: dict[int, TurnView], turn_id: str = "") -> list[TurnView]:
-    """The active turn, and the settled turns the ledger has not recorded, as the document has them."""
-    views = [
-        turn_view(turn)
-        for turn in state.recent
-        if turn.generation not in recorded and turn_id in ("", turn.turn_id)
+def _latest(turns: dict[int, TurnView], turn_id: str) -> TurnView | None:
+    return max((view for view in turns.values() if view.turn_id == turn_id), key=_generation, default=None)
+
+
+def _page(turns: dict[int, TurnView], before_generation: int | None, limit: int) -> list[TurnView]:
+    """Newest first, older than `before_generation`."""
+    older = [
+        view for view in turns.values() if before_generation is None or view.generation < before_generation
     ]
+    return sorted(older, key=_generation, reverse=True)[:limit]
+
+
+def _generation(view: TurnView) -> int:
+    return view.generation
+
+
+def _with_lease(view: TurnView, state: core.Session) -> TurnView:
+    """The active turn's lease as the document has it (heartbeats extend it without an event)."""
     active = state.active
-    if active is not None and turn_id in ("", active.turn_id):
-        views.append(turn_view(active, recorded.get(active.generation)))
-    return views
+    if active is None or view.generation != active.generation or view.phase is TurnPhase.SETTLED:
+        return view
+    return replace(view, lease_expires_at=active.lease_expires_at)

@@ -12,7 +12,7 @@ from turngate.service.core.commands import (
     ResolveInteraction,
     RunnerCommand,
 )
-from turngate.service.core.decide import Decision, decide
+from turngate.service.core.decide import ClockWindow, Decision, clock_window, decide
 from turngate.service.core.enums import (
     Directive,
     ErrorReason,
@@ -59,6 +59,7 @@ __all__ = [
     "Cancel",
     "CancelReply",
     "Cancelled",
+    "ClockWindow",
     "Command",
     "Complete",
     "CompleteReply",
@@ -99,5 +100,6 @@ __all__ = [
     "TurnOutcome",
     "TurnPhase",
     "TurnSettled",
+    "clock_window",
     "decide",
 ]

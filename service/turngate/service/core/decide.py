@@ -157,6 +157,31 @@ def _keep_last(entries: Mapping[str, _V], key: str, value: _V, bound: int) -> di
 # --- the clock (I8, I10) -------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class ClockWindow:
+    """Store-clock instants around a decision's `now` between which decide() answers a document
+    the same way: `start`, the latest deadline or expiry it found passed (None: none), and `end`,
+    the earliest one still ahead (None: none). Only the times it stamps would differ."""
+
+    start: int | None
+    end: int | None
+
+
+def clock_window(state: Session, now: int) -> ClockWindow:
+    """The window of a decision on `state` at `now`: every instant the rules compare `now` with
+    (the active turn's deadline, tombstone and request-id expiries), split at `now`."""
+    deadline = state.deadline()
+    instants = [
+        *(() if deadline is None else (deadline,)),
+        *state.tombstones.values(),
+        *(memo.expires_at for memo in state.requests.values()),
+    ]
+    return ClockWindow(
+        start=max((t for t in instants if t <= now), default=None),
+        end=min((t for t in instants if t > now), default=None),
+    )
+
+
 def _settle_if_due(draft: _Draft) -> bool:
     """Settles the active turn if one of its deadlines has passed at `now`, whoever is asking."""
     turn = draft.state.active

@@ -1,11 +1,13 @@
-"""Reading the ledger from SQL."""
+"""Reading the ledger from SQL; its rows become views by column name (`turn_view_of`…), whoever
+holds them (`replay` too)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import Row, Select, Table, select
+from sqlalchemy import Select, Table, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from turngate.service.core import (
@@ -42,23 +44,10 @@ class Ledger:
                     return None
                 calls = await conn.execute(_children(tool_calls, key, turn.generation))
                 asked = await conn.execute(_children(interactions, key, turn.generation))
-        return _turn_view(
-            turn,
-            tuple(
-                ToolCallView(c.call_id, c.name, ToolCallStatus(c.status), c.error, c.opened_at, c.closed_at)
-                for c in calls
-            ),
-            tuple(
-                InteractionView(
-                    i.interaction_id,
-                    i.kind,
-                    InteractionStatus(i.status),
-                    i.resolution,
-                    i.opened_at,
-                    i.closed_at,
-                )
-                for i in asked
-            ),
+        return turn_view_of(
+            turn._mapping,
+            tuple(tool_call_view_of(c._mapping) for c in calls),
+            tuple(interaction_view_of(i._mapping) for i in asked),
         )
 
     async def list_turns(self, key: SessionKey, before_generation: int | None, limit: int) -> list[TurnView]:
@@ -68,7 +57,7 @@ class Ledger:
         with unavailable_on_failure():
             async with self._engine.connect() as conn:
                 rows = await conn.execute(query)
-        return [_turn_view(row) for row in rows]
+        return [turn_view_of(row._mapping) for row in rows]
 
 
 def _turns(key: SessionKey) -> Select[Any]:
@@ -96,16 +85,41 @@ _PLAIN = tuple(
 )
 
 
-def _turn_view(
-    row: Row[Any],
+def turn_view_of(
+    row: Mapping[str, Any],
     calls: tuple[ToolCallView, ...] = (),
     asked: tuple[InteractionView, ...] = (),
 ) -> TurnView:
+    """A `turns` row as a view, with its tool calls and interactions."""
     return TurnView(
-        **{name: getattr(row, name) for name in _PLAIN},
-        phase=TurnPhase(row.phase),
-        outcome=None if row.outcome is None else TurnOutcome(row.outcome),
-        settled_by=None if row.settled_by is None else SettledBy(row.settled_by),
+        **{name: row[name] for name in _PLAIN},
+        phase=TurnPhase(row["phase"]),
+        outcome=None if row["outcome"] is None else TurnOutcome(row["outcome"]),
+        settled_by=None if row["settled_by"] is None else SettledBy(row["settled_by"]),
         tool_calls=calls,
         interactions=asked,
+    )
+
+
+def tool_call_view_of(row: Mapping[str, Any]) -> ToolCallView:
+    """A `tool_calls` row as a view."""
+    return ToolCallView(
+        row["call_id"],
+        row["name"],
+        ToolCallStatus(row["status"]),
+        row["error"],
+        row["opened_at"],
+        row["closed_at"],
+    )
+
+
+def interaction_view_of(row: Mapping[str, Any]) -> InteractionView:
+    """An `interactions` row as a view."""
+    return InteractionView(
+        row["interaction_id"],
+        row["kind"],
+        InteractionStatus(row["status"]),
+        row["resolution"],
+        row["opened_at"],
+        row["closed_at"],
     )

@@ -63,7 +63,7 @@ async def record_sessions(
             write
             for key, session_events_ in sessions
             for event in session_events_
-            if (write := _ledger_write(key, event))
+            if (write := ledger_write(key, event))
         ),
         key=itemgetter(0),
     )
@@ -71,7 +71,7 @@ async def record_sessions(
         await conn.execute(statements.writes[kind], [row for _, row in group])
 
 
-class _Write(IntEnum):
+class Write(IntEnum):
     """The kinds of ledger write, in the order they run (see the module's docstring)."""
 
     ADMIT = 0
@@ -84,7 +84,7 @@ class _Write(IntEnum):
 @dataclass(frozen=True, slots=True)
 class _Statements:
     events: Executable
-    # Indexed by _Write.
+    # Indexed by Write.
     writes: tuple[Executable, ...]
 
 
@@ -94,23 +94,23 @@ def _statements(dialect: str) -> _Statements:
     tool_call = dialect_insert(dialect, tool_calls)
     interaction = dialect_insert(dialect, interactions)
     writes = {
-        _Write.ADMIT: dialect_insert(dialect, turns).on_conflict_do_nothing(),
-        _Write.STOP: _turn_update().where(turns.c.stop_requested.is_(false())),
-        _Write.TOOL_CALL: tool_call.on_conflict_do_update(
+        Write.ADMIT: dialect_insert(dialect, turns).on_conflict_do_nothing(),
+        Write.STOP: _turn_update().where(turns.c.stop_requested.is_(false())),
+        Write.TOOL_CALL: tool_call.on_conflict_do_update(
             index_elements=list(tool_calls.primary_key),
             set_={c: tool_call.excluded[c] for c in ("status", "error", "closed_at")},
             where=tool_calls.c.status == ToolCallStatus.OPEN,
         ),
-        _Write.INTERACTION: interaction.on_conflict_do_update(
+        Write.INTERACTION: interaction.on_conflict_do_update(
             index_elements=list(interactions.primary_key),
             set_={c: interaction.excluded[c] for c in ("status", "resolution", "closed_at")},
             where=interactions.c.status == InteractionStatus.PENDING,
         ),
-        _Write.SETTLE: _turn_update(),
+        Write.SETTLE: _turn_update(),
     }
     return _Statements(
         events=dialect_insert(dialect, session_events).on_conflict_do_nothing(),
-        writes=tuple(writes[kind] for kind in _Write),
+        writes=tuple(writes[kind] for kind in Write),
     )
 
 
@@ -145,11 +145,12 @@ def _event_row(key: SessionKey, event: Event) -> _Row:
     }
 
 
-def _ledger_write(key: SessionKey, event: Event) -> tuple[_Write, _Row] | None:
-    """The kind of write and the row recording `event`; None for a Stop of a turn that never started."""
+def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
+    """The kind of write and the row recording `event`; None for a Stop of a turn that never started.
+    (`replay` applies the same rows in memory.)"""
     match event.body:
         case TurnAdmitted() as body:
-            return _Write.ADMIT, {
+            return Write.ADMIT, {
                 "project_id": key.project_id,
                 "session_id": key.session_id,
                 "generation": body.generation,
@@ -166,7 +167,7 @@ def _ledger_write(key: SessionKey, event: Event) -> tuple[_Write, _Row] | None:
         case StopRequested(before_start=True):
             return None
         case StopRequested() as body:
-            return _Write.STOP, {
+            return Write.STOP, {
                 **_turn_key(key, body.generation),
                 "phase": TurnPhase.STOPPING,
                 "stop_requested": True,
@@ -175,7 +176,7 @@ def _ledger_write(key: SessionKey, event: Event) -> tuple[_Write, _Row] | None:
                 "stop_deadline": body.deadline,
             }
         case ToolCallChanged() as body:
-            return _Write.TOOL_CALL, {
+            return Write.TOOL_CALL, {
                 **_child_key(key, body.generation),
                 "call_id": body.call_id,
                 "turn_id": body.turn_id,
@@ -187,7 +188,7 @@ def _ledger_write(key: SessionKey, event: Event) -> tuple[_Write, _Row] | None:
                 "opened_seq": event.seq,
             }
         case InteractionChanged() as body:
-            return _Write.INTERACTION, {
+            return Write.INTERACTION, {
                 **_child_key(key, body.generation),
                 "interaction_id": body.interaction_id,
                 "turn_id": body.turn_id,
@@ -199,7 +200,7 @@ def _ledger_write(key: SessionKey, event: Event) -> tuple[_Write, _Row] | None:
                 "opened_seq": event.seq,
             }
         case TurnSettled(turn=turn):
-            return _Write.SETTLE, {
+            return Write.SETTLE, {
                 **_turn_key(key, turn.generation),
                 "phase": TurnPhase.SETTLED,
                 "outcome": turn.outcome,

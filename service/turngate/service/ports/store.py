@@ -33,6 +33,15 @@ class Applied:
     decision: Decision
 
 
+@dataclass(frozen=True, slots=True)
+class Unrecorded:
+    """A session's document and, read together with it, the events of its log that the ledger may
+    not hold yet, in seq order (none where the ledger is written with the document)."""
+
+    state: Session
+    events: tuple[Event, ...]
+
+
 # Called after each committed apply, in the committing task, with the key and what was decided.
 CommitListener = Callable[[SessionKey, Decision], None]
 # Called after every apply (committed or changing nothing), in the committing task: what was decided.
@@ -51,7 +60,11 @@ class Store(Protocol):
         ...
 
     async def events_after(self, key: SessionKey, after_seq: int, limit: int) -> list[Event]:
-        """Up to `limit` events with seq > after_seq, in seq order."""
+        """Up to `limit` events with seq > after_seq, in seq order (of those the log still keeps)."""
+        ...
+
+    async def unrecorded(self, key: SessionKey) -> Unrecorded:
+        """The session's document and the events the ledger may lack, read at one instant."""
         ...
 
     async def now(self) -> int:

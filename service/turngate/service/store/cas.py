@@ -43,7 +43,7 @@ class CompareAndSetStore(Store, ABC):
         self._listeners: list[CommitListener] = []
         self._observers: list[Observer] = []
         # Attempts whose callers were cancelled, kept referenced until they end.
-        self._abandoned: set[asyncio.Future[Applied | None]] = set()
+        self._abandoned: set[asyncio.Future[Decision]] = set()
 
     @abstractmethod
     async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
@@ -55,12 +55,16 @@ class CompareAndSetStore(Store, ABC):
         """Turns the backend's connection failures into StoreUnavailable."""
 
     async def apply(self, key: SessionKey, command: Command) -> Decision:
-        """Each attempt is shielded: a cancelled caller neither interrupts a write half-way nor
-        skips the listeners of a write that committed."""
+        """Shielded as a whole: a cancelled caller neither interrupts a write half-way, nor leaves
+        undone a command whose attempt was refused (a lost race, or a clock window that passed:
+        `_attempt` decides again), nor skips the listeners of a write that committed."""
+        return await self._shielded(self._apply(key, command))
+
+    async def _apply(self, key: SessionKey, command: Command) -> Decision:
         with traces.applying(key, command) as span:
             for attempt in range(self._max_attempts):
                 with self._unavailable_on_failure():
-                    applied = await self._shielded(self._attempt_and_notify(key, command))
+                    applied = await self._attempt_and_notify(key, command)
                 if applied is not None:
                     traces.applied(span, applied, attempts=attempt + 1)
                     return applied.decision
@@ -69,10 +73,10 @@ class CompareAndSetStore(Store, ABC):
                     await asyncio.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)))
         raise StoreContention(f"{key}: lost the compare-and-set {self._max_attempts} times in a row")
 
-    async def _shielded(self, attempt: Coroutine[Any, Any, Applied | None]) -> Applied | None:
-        """`attempt`, run to its end even if the caller is cancelled; then whatever it fails with
-        is logged at DEBUG (nobody is left to be told) instead of never being retrieved."""
-        task = asyncio.ensure_future(attempt)
+    async def _shielded(self, work: Coroutine[Any, Any, Decision]) -> Decision:
+        """`work`, run to its end even if the caller is cancelled; then whatever it fails with is
+        logged at DEBUG (nobody is left to be told) instead of never being retrieved."""
+        task = asyncio.ensure_future(work)
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -80,7 +84,7 @@ class CompareAndSetStore(Store, ABC):
             task.add_done_callback(self._finish_abandoned)
             raise
 
-    def _finish_abandoned(self, task: asyncio.Future[Applied | None]) -> None:
+    def _finish_abandoned(self, task: asyncio.Future[Decision]) -> None:
         self._abandoned.discard(task)
         if not task.cancelled() and (error := task.exception()) is not None:
             _log.debug("a write whose caller was cancelled failed: %r", error)

@@ -12,7 +12,7 @@ from turngate.service.codec import dump_session, load_event_body, load_session
 from turngate.service.core import Command, Decision, Event, Session, SessionKey
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.record import record
-from turngate.service.ports.store import Applied, BeforeWrite
+from turngate.service.ports.store import Applied, BeforeWrite, Unrecorded
 from turngate.service.sql.engine import DEFAULT_URL, SqliteSynchronous, make_engine, unavailable_on_failure
 from turngate.service.sql.tables import dialect_insert, session_events, sessions
 from turngate.service.store.cas import CompareAndSetStore
@@ -113,6 +113,10 @@ class SqlStore(CompareAndSetStore):
             async with self._engine.connect() as conn:
                 doc = await conn.scalar(select(sessions.c.doc).where(_SESSION), _key(key))
         return Session() if doc is None else load_session(doc)
+
+    async def unrecorded(self, key: SessionKey) -> Unrecorded:
+        """The ledger commits with the document: it lacks nothing."""
+        return Unrecorded(await self.load(key), ())
 
     async def events_after(self, key: SessionKey, after_seq: int, limit: int) -> list[Event]:
         """The session's epoch is the only one this store writes; naming it (the newest, an index

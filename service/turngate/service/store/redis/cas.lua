@@ -8,9 +8,10 @@
 -- KEYS: 1 doc hash, 2 session log stream, 3 bucket deadlines zset, 4 bucket outbox stream
 -- ARGV: 1 version the decision read, 2 the epoch of the decision's document (written with every
 --       log and outbox entry), 3 the decision's `now` (µs), 4 how far behind TIME and 5 how far
---       ahead of TIME that `now` may be (µs), 6 new document ("" when the decision changed
---       nothing: confirm only), 7 deadline (µs, or "" for none), 8 session member, 9 events to
---       retain, 10 number of events N, then N triples: seq, time, event body
+--       ahead of TIME that `now` may be (µs), 6 and 7 the instants between which the decision
+--       holds (µs, from 6 inclusive to 7 exclusive; "" for unbounded), 8 new document ("" when
+--       the decision changed nothing: confirm only), 9 deadline (µs, or "" for none), 10 session
+--       member, 11 events to retain, 12 number of events N, then N triples: seq, time, event body
 -- Returns {1, seconds, µs} (TIME) when confirmed or written, or {0, seconds, µs, version, document}
 -- when the version or the epoch changed or the decision's clock was off (nothing written).
 local time = redis.call('TIME')
@@ -28,37 +29,39 @@ if newest then
     end
   end
 end
-if version ~= tonumber(ARGV[1]) or (version > 0 and logged_epoch and logged_epoch ~= ARGV[2])
+-- A decision whose instant TIME has passed (a lease expired since) or not reached yet is taken again.
+local outside = (ARGV[6] ~= '' and now < tonumber(ARGV[6])) or (ARGV[7] ~= '' and now >= tonumber(ARGV[7]))
+if version ~= tonumber(ARGV[1]) or (version > 0 and logged_epoch and logged_epoch ~= ARGV[2]) or outside
     or decided_at < now - tonumber(ARGV[4]) or decided_at > now + tonumber(ARGV[5]) then
   return {0, time[1], time[2], version, redis.call('HGET', KEYS[1], 'doc')}
 end
-if ARGV[6] == '' then
+if ARGV[8] == '' then
   return {1, time[1], time[2]}
 end
 
 -- The log first: a failing script is not rolled back, and the first XADD is the one command here
 -- that can fail on the store's own keys (an id at or below the log's last), so nothing precedes it.
-local count = tonumber(ARGV[10])
+local count = tonumber(ARGV[12])
 local last = 0
 for i = 0, count - 1 do
-  local base = 11 + i * 3
+  local base = 13 + i * 3
   last = tonumber(ARGV[base])
   redis.call('XADD', KEYS[2], ARGV[base] .. '-0', 't', ARGV[base + 1], 'e', ARGV[base + 2], 'epoch', ARGV[2])
 end
-redis.call('HSET', KEYS[1], 'v', version + 1, 'doc', ARGV[6])
+redis.call('HSET', KEYS[1], 'v', version + 1, 'doc', ARGV[8])
 if count > 0 then
-  redis.call('XADD', KEYS[4], '*', 'k', ARGV[8], 's', last, 'epoch', ARGV[2])
+  redis.call('XADD', KEYS[4], '*', 'k', ARGV[10], 's', last, 'epoch', ARGV[2])
   -- Keep what watchers may resume from, and everything the ledger has not recorded yet.
   local projected = tonumber(redis.call('HGET', KEYS[1], 'ledger') or '0')
-  local keep_from = math.min(last - tonumber(ARGV[9]), projected) + 1
+  local keep_from = math.min(last - tonumber(ARGV[11]), projected) + 1
   if keep_from > 1 then
     redis.call('XTRIM', KEYS[2], 'MINID', keep_from .. '-0')
   end
 end
 
-if ARGV[7] == '' then
-  redis.call('ZREM', KEYS[3], ARGV[8])
+if ARGV[9] == '' then
+  redis.call('ZREM', KEYS[3], ARGV[10])
 else
-  redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8])
+  redis.call('ZADD', KEYS[3], ARGV[9], ARGV[10])
 end
 return {1, time[1], time[2]}

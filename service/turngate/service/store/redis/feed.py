@@ -145,6 +145,10 @@ class RedisLogFeed:
                 self._epochs.pop(key, None)
 
     async def close(self) -> None:
+        # An interruption still under way would go on into the clients as they close.
+        for task in self._interruptions:
+            task.cancel()
+        await asyncio.gather(*self._interruptions, return_exceptions=True)
         for client in (self._reader, self._control):
             if client is not None:
                 await client.aclose()

@@ -1,44 +1,53 @@
 """The Redis store: session documents, event logs, deadlines and the ledger outbox in Redis.
 
 Coordination only; the durable history is the SQL ledger, fed from the outbox by the projector.
-Every command is one run of a small generic compare-and-set script (cas.lua), loaded once
-and re-sent after NOSCRIPT by redis-py's Script: one round trip when this replica already knows
-the session's current document.
+Every command is one run of a small generic compare-and-set script (cas.lua), loaded again
+after NOSCRIPT: one round trip when this replica already knows the session's current document.
 
 It decides against the document and version it last saw (a session it never saw is taken to be
-new) at an estimate of Redis `TIME`, calibrated on every reply. The script confirms both
-atomically, with the write or, for a decision that changed nothing, alone: the version must be
-unchanged, and the epoch (a document Redis lost and wrote again may reach the same version),
-and the decision's `now` within [TIME - BEHIND_LIMIT_US, TIME + AHEAD_LIMIT_US] (I10:
-like a SQL store's read, a decision is as of the store's clock when it was taken; the bounds stop
-a bad estimate). Otherwise nothing is written, the script returns the current document and
-`TIME`, and the decision is taken again on them.
+new) at an estimate of Redis `TIME` that is never behind it (`_StoreClock`), so a decision is
+never stamped before the request that asked for it; and, on one server or behind Sentinel, it
+decides only once it holds the connection the script goes out on, so nothing but that trip lies
+between the decision and the script. The script confirms the decision atomically, with the write
+or, for a decision that changed nothing, alone: the version must be unchanged, and the epoch (a
+document Redis lost and wrote again may reach the same version), `TIME` must lie in the
+decision's clock window (`core.clock_window`: no deadline or expiry passed, or was anticipated,
+between the decision and the write; I8) and the decision's `now` within
+[TIME - BEHIND_LIMIT_US, TIME + AHEAD_LIMIT_US] (I10: like a SQL store's read, a decision is as
+of the store's clock when it was taken). Otherwise nothing is written, the script returns the
+current document and `TIME`, and the decision is taken again on them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import time
 from collections import OrderedDict
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager
 from importlib.resources import files
 from typing import Any, cast
 
 from redis import exceptions as redis_errors
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import AbstractConnection
 
 from turngate.service.codec import dump_event_body, dump_session, load_session
-from turngate.service.core import Command, Decision, Event, Session, SessionKey
-from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable
+from turngate.service.core import ClockWindow, Command, Decision, Event, Session, SessionKey, clock_window
+from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable, Unrecorded
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.redis.connection import Client, unavailable_on_failure
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, member, session_of
 
 _CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
+_UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
+_CAS_SHA = hashlib.sha1(_CAS.encode()).hexdigest()
 _US = 1_000_000
 # How far behind and ahead of Redis TIME a decision's `now` may be at its commit (µs): behind
-# covers the round trip and a busy event loop; ahead only estimation error.
-BEHIND_LIMIT_US = 1_000_000
+# covers the trip from the decision to the script under load (measured: docs/decisions.md);
+# ahead only estimation error.
+BEHIND_LIMIT_US = 5_000
 AHEAD_LIMIT_US = 5_000
 # Sessions whose document this replica remembers (the least recently used are forgotten).
 _KNOWN_SESSIONS = 10_000
@@ -49,9 +58,13 @@ def _monotonic_us() -> int:
 
 
 class _StoreClock:
-    """Redis TIME, estimated from the last reply that carried it (read halfway through its round
-    trip). It does not run backwards between decisions, except to correct an estimate that was
-    ahead by more than half of what the store accepts."""
+    """Redis TIME, estimated so that it is never behind it, however late a busy event loop reads
+    a reply. A reply's TIME was read after its request was sent and before it was received, so
+    TIME - sent bounds TIME's offset from the monotonic clock from above, TIME - received from
+    below. The estimate keeps the tightest bound from above; a bound from below beyond it shows
+    that TIME moved on (a step, or drift), and the new bound from above replaces it. It does not
+    run backwards between decisions, except to correct an estimate ahead by more than half of
+    what the store accepts."""
 
     def __init__(self) -> None:
         self._offset: int | None = None
@@ -70,12 +83,49 @@ class _StoreClock:
         return estimate
 
     def observe(self, store_now: int, sent: int, received: int) -> None:
-        self._offset = store_now - (sent + received) // 2
+        above, below = store_now - sent, store_now - received
+        if self._offset is None or below > self._offset:
+            self._offset = above
+        else:
+            self._offset = min(self._offset, above)
+
+
+def _bounds(window: ClockWindow) -> list[str | int]:
+    """A clock window as the script takes it ("" for an open end)."""
+    return ["" if window.start is None else window.start, "" if window.end is None else window.end]
+
+
+def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
+    """A stream entry's fields as a script returns them (name, value, name, value…)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _now(time_reply: Any) -> int:
     seconds, micros = time_reply
     return int(seconds) * _US + int(micros)
+
+
+async def _run_cas(
+    connection: AbstractConnection,
+    keys: list[str],
+    args: list[str | int | bytes],
+    after: Sequence[tuple[str | int, ...]] = (),
+) -> list[Any]:
+    """cas.lua's reply on `connection`, then the replies of the commands `after` it (sent in the
+    same round trip), loading the script first if Redis lost it (a restart, a SCRIPT FLUSH)."""
+    evalsha = ("EVALSHA", _CAS_SHA, len(keys), *keys, *args)
+    for _ in range(2):
+        await connection.send_packed_command(connection.pack_commands([evalsha, *after]))
+        try:
+            reply = await connection.read_response()
+        except redis_errors.NoScriptError:
+            for _ in after:
+                await connection.read_response()
+            await connection.send_command("SCRIPT", "LOAD", _CAS)
+            await connection.read_response()
+            continue
+        return [reply, *[await connection.read_response() for _ in after]]
+    raise StoreUnavailable("the compare-and-set script could not be loaded")
 
 
 class RedisStore(CompareAndSetStore):
@@ -100,6 +150,7 @@ class RedisStore(CompareAndSetStore):
         self._wait_replicas = wait_replicas
         self._wait_ms = round(wait_timeout * 1000)
         self._cas = client.register_script(_CAS)
+        self._unrecorded = client.register_script(_UNRECORDED)
         self._clock = _StoreClock()
         self._known: OrderedDict[SessionKey, tuple[int, Session]] = OrderedDict()
 
@@ -111,22 +162,25 @@ class RedisStore(CompareAndSetStore):
         version, state = self._known.get(key, (0, Session()))
         if not self._clock.calibrated:
             await self.now()
-        now = self._clock.now()
-        applied = self._decide(state, command, now)
-        decision = applied.decision
-        if decision.changed:
-            await self._before_write(key, command)
-        args = [
-            version,
-            decision.state.epoch,
-            now,
-            BEHIND_LIMIT_US,
-            AHEAD_LIMIT_US,
-            *self._change(key, decision),
-        ]
-        sent = _monotonic_us()
-        reply = await self._compare_and_set(key, args, writes=decision.changed)
-        self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
+        async with self._connection_in_hand() as connection:
+            now = self._clock.now()
+            applied = self._decide(state, command, now)
+            decision = applied.decision
+            if decision.changed:
+                await self._before_write(key, command)
+            window = _bounds(clock_window(state, now))
+            args = [
+                version,
+                decision.state.epoch,
+                now,
+                BEHIND_LIMIT_US,
+                AHEAD_LIMIT_US,
+                *window,
+                *self._change(key, decision),
+            ]
+            sent = _monotonic_us()
+            reply = await self._compare_and_set(connection, key, args, writes=decision.changed)
+            self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
         if reply[0]:
             self._remember(key, version + 1 if decision.changed else version, decision.state)
             return applied
@@ -134,7 +188,32 @@ class RedisStore(CompareAndSetStore):
         self._remember(key, int(reply[3]), Session() if current is None else load_session(current))
         return None
 
-    async def _compare_and_set(self, key: SessionKey, args: list[str | int | bytes], *, writes: bool) -> Any:
+    @asynccontextmanager
+    async def _connection_in_hand(self) -> AsyncIterator[AbstractConnection | None]:
+        """On one server or behind Sentinel, a connection of the pool, connected, held until the
+        block ends (decided with it in hand, only the trip to Redis separates `now` from TIME); on
+        a cluster, None: the script goes through the cluster client, which follows MOVED."""
+        if isinstance(self.client, RedisCluster):
+            yield None
+            return
+        pool = self.client.connection_pool
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        try:
+            yield connection
+        except BaseException:
+            await connection.disconnect()  # replies may be left unread: never reuse it
+            raise
+        finally:
+            await pool.release(connection)
+
+    async def _compare_and_set(
+        self,
+        connection: AbstractConnection | None,
+        key: SessionKey,
+        args: list[str | int | bytes],
+        *,
+        writes: bool,
+    ) -> Any:
         """The script's reply. With `wait_replicas`, what it answers is also confirmed by that many
         replicas (WAIT, on the script's connection, in the same round trip), or the store is
         unavailable: a write only the primary holds may be lost by a failover, so it is not
@@ -142,29 +221,32 @@ class RedisStore(CompareAndSetStore):
         that changes nothing is confirmed so too, after a write of the bucket's replication mark:
         it may answer from an earlier attempt's write that no replica has yet, and WAIT counts only
         the connection's own writes."""
-        if not self._wait_replicas:
-            return await self._cas(keys=self._keys_of(key), args=args)
-        mark = [] if writes else [("SET", self.keys.replication_mark(self.keys.bucket(key)), 1)]
-        if isinstance(self.client, RedisCluster):
-            reply, replicas = await self._cas_and_wait_on_owner(key, args, mark)
+        keys = self._keys_of(key)
+        confirm = self._confirmation(key, writes=writes)
+        if connection is not None:
+            reply, *after = await _run_cas(connection, keys, args, confirm)
+        elif confirm:
+            reply, *after = await self._run_cas_on_owner(key, args, confirm)
         else:
-            async with self.client.pipeline(transaction=False) as pipe:
-                await self._cas(keys=self._keys_of(key), args=args, client=pipe)
-                for command in mark:
-                    pipe.execute_command(*command)
-                pipe.wait(self._wait_replicas, self._wait_ms)
-                reply, *_, replicas = await pipe.execute()
-        if reply[0] and int(replicas) < self._wait_replicas:
+            return await self._cas(keys=keys, args=args)
+        if confirm and reply[0] and int(after[-1]) < self._wait_replicas:
             raise StoreUnavailable(
-                f"{key}: only {replicas} of {self._wait_replicas} replicas confirmed it within "
+                f"{key}: only {after[-1]} of {self._wait_replicas} replicas confirmed it within "
                 f"{self._wait_ms} ms; not acknowledged"
             )
         return reply
 
-    async def _cas_and_wait_on_owner(
-        self, key: SessionKey, args: list[str | int | bytes], mark: list[tuple[str, str, int]]
-    ) -> tuple[Any, int]:
-        """The script, `mark` and WAIT on one connection to the master of the session's slot: a
+    def _confirmation(self, key: SessionKey, *, writes: bool) -> list[tuple[str | int, ...]]:
+        """The commands that follow the script on its connection: none, or WAIT (after the mark)."""
+        if not self._wait_replicas:
+            return []
+        mark = [] if writes else [("SET", self.keys.replication_mark(self.keys.bucket(key)), 1)]
+        return [*mark, ("WAIT", self._wait_replicas, self._wait_ms)]
+
+    async def _run_cas_on_owner(
+        self, key: SessionKey, args: list[str | int | bytes], after: list[tuple[str | int, ...]]
+    ) -> list[Any]:
+        """The script and `after` on one connection to the master of the session's slot: a
         cluster client's pipeline runs no scripts and would send WAIT to any node."""
         cluster = cast(RedisCluster, self.client)
         keys = self._keys_of(key)
@@ -172,23 +254,8 @@ class RedisStore(CompareAndSetStore):
         if node is None:
             raise StoreUnavailable(f"{key}: no node serves its slot")
         connection = node.acquire_connection()
-        evalsha = ("EVALSHA", self._cas.sha, len(keys), *keys, *args)
-        wait = ("WAIT", self._wait_replicas, self._wait_ms)
         try:
-            for _ in range(2):
-                await connection.send_packed_command(connection.pack_commands([evalsha, *mark, wait]))
-                try:
-                    reply = await connection.read_response()
-                except redis_errors.NoScriptError:
-                    for _ in (*mark, wait):
-                        await connection.read_response()
-                    await connection.send_command("SCRIPT", "LOAD", self._cas.script)
-                    await connection.read_response()
-                    continue
-                for _ in mark:
-                    await connection.read_response()
-                return reply, int(await connection.read_response())
-            raise StoreUnavailable(f"{key}: the compare-and-set script could not be loaded on its node")
+            return await _run_cas(connection, keys, args, after)
         except redis_errors.MovedError as moved:
             # The slot has a new master (a failover): the next call goes there.
             await connection.disconnect()
@@ -201,7 +268,7 @@ class RedisStore(CompareAndSetStore):
             node.release(connection)
 
     def _change(self, key: SessionKey, decision: Decision) -> list[str | int | bytes]:
-        """The script's arguments after the clock: the new document, its deadline and events."""
+        """The script's arguments after the clock window: the new document, its deadline and events."""
         if not decision.changed:
             return [""]
         deadline = decision.state.deadline()
@@ -233,15 +300,27 @@ class RedisStore(CompareAndSetStore):
             doc = await self.client.hget(self.keys.doc(key), "doc")
         return Session() if doc is None else load_session(doc)
 
+    async def unrecorded(self, key: SessionKey) -> Unrecorded:
+        with unavailable_on_failure():
+            doc, entries = await self._unrecorded(keys=[self.keys.doc(key), self.keys.log(key)])
+        state = Session() if doc is None else load_session(doc)
+        return Unrecorded(state, tuple(log_event(entry_id, _fields(raw)) for entry_id, raw in entries))
+
     async def events_after(self, key: SessionKey, after_seq: int, limit: int) -> list[Event]:
         with unavailable_on_failure():
             entries = await self.client.xrange(self.keys.log(key), min=log_id(after_seq + 1), count=limit)
         return [log_event(entry_id, fields) for entry_id, fields in cast(LogEntries, entries)]
 
     async def now(self) -> int:
-        sent = _monotonic_us()
         with unavailable_on_failure():
-            store_now = _now(await self.client.time())
+            # Timed with the connection in hand, so that connecting does not loosen the estimate.
+            async with self._connection_in_hand() as connection:
+                sent = _monotonic_us()
+                if connection is None:
+                    store_now = _now(await self.client.time())
+                else:
+                    await connection.send_command("TIME")
+                    store_now = _now(await connection.read_response())
         self._clock.observe(store_now, sent, _monotonic_us())
         return store_now
 
@@ -304,7 +383,7 @@ class RedisStore(CompareAndSetStore):
         nothing: Redis runs it only where it could write (cas.lua)."""
         if not self._clock.calibrated:
             await self.now()
-        args: list[str | int] = [0, 0, self._clock.now(), BEHIND_LIMIT_US, AHEAD_LIMIT_US, ""]
+        args: list[str | int] = [0, 0, self._clock.now(), BEHIND_LIMIT_US, AHEAD_LIMIT_US, "", "", ""]
         with unavailable_on_failure():
             await self._cas(keys=self.keys.probe(), args=args)
 
