@@ -113,7 +113,9 @@ def bench(session: nox.Session) -> None:
     """The benchmarks of bench/README.md with their defaults (Redis and PostgreSQL on localhost).
 
     `nox -s bench` runs each in turn; `nox -s bench -- overhead --rounds 3` runs one benchmark
-    (`redis_mode` or `overhead`) with those arguments; other arguments go to every benchmark.
+    (`redis_mode` or `overhead`) with those arguments; other arguments go to every benchmark, so
+    options of one benchmark only (`--topology cluster`, `--wait-replicas 1`) need its name first:
+    `nox -s bench -- redis_mode --topology cluster`.
     """
     args = list(session.posargs)
     names = list(BENCHMARKS)

@@ -28,6 +28,7 @@ _log = logging.getLogger(__name__)
 _BACKOFF_BASE_S = 0.001
 _BACKOFF_CAP_S = 0.2
 _T = TypeVar("_T")
+_W = TypeVar("_W")
 
 
 class CompareAndSetStore(Store, ABC):
@@ -43,7 +44,7 @@ class CompareAndSetStore(Store, ABC):
         self._listeners: list[CommitListener] = []
         self._observers: list[Observer] = []
         # Attempts whose callers were cancelled, kept referenced until they end.
-        self._abandoned: set[asyncio.Future[Decision]] = set()
+        self._abandoned: set[asyncio.Future[Any]] = set()
 
     @abstractmethod
     async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
@@ -55,25 +56,28 @@ class CompareAndSetStore(Store, ABC):
         """Turns the backend's connection failures into StoreUnavailable."""
 
     async def apply(self, key: SessionKey, command: Command) -> Decision:
-        """Shielded as a whole: a cancelled caller neither interrupts a write half-way, nor leaves
-        undone a command whose attempt was refused (a lost race, or a clock window that passed:
-        `_attempt` decides again), nor skips the listeners of a write that committed."""
-        return await self._shielded(self._apply(key, command))
-
-    async def _apply(self, key: SessionKey, command: Command) -> Decision:
+        """The compare-and-set loop is shielded as a whole: a cancelled caller neither interrupts a
+        write half-way, nor leaves undone a command whose attempt was refused (a lost race, or a
+        clock window that passed: it is decided again), nor skips the listeners of a write that
+        committed. The caller's span ends with the caller."""
         with traces.applying(key, command) as span:
-            for attempt in range(self._max_attempts):
-                with self._unavailable_on_failure():
-                    applied = await self._attempt_and_notify(key, command)
-                if applied is not None:
-                    traces.applied(span, applied, attempts=attempt + 1)
-                    return applied.decision
-                # The first retry is at once: a lost race most often means the state read was stale.
-                if attempt:
-                    await asyncio.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)))
+            applied, attempts = await self._shielded(self._until_applied(key, command))
+            traces.applied(span, applied, attempts=attempts)
+            return applied.decision
+
+    async def _until_applied(self, key: SessionKey, command: Command) -> tuple[Applied, int]:
+        """The command applied, and after how many attempts."""
+        for attempt in range(self._max_attempts):
+            with self._unavailable_on_failure():
+                applied = await self._attempt_and_notify(key, command)
+            if applied is not None:
+                return applied, attempt + 1
+            # The first retry is at once: a lost race most often means the state read was stale.
+            if attempt:
+                await asyncio.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)))
         raise StoreContention(f"{key}: lost the compare-and-set {self._max_attempts} times in a row")
 
-    async def _shielded(self, work: Coroutine[Any, Any, Decision]) -> Decision:
+    async def _shielded(self, work: Coroutine[Any, Any, _W]) -> _W:
         """`work`, run to its end even if the caller is cancelled; then whatever it fails with is
         logged at DEBUG (nobody is left to be told) instead of never being retrieved."""
         task = asyncio.ensure_future(work)
@@ -84,7 +88,7 @@ class CompareAndSetStore(Store, ABC):
             task.add_done_callback(self._finish_abandoned)
             raise
 
-    def _finish_abandoned(self, task: asyncio.Future[Decision]) -> None:
+    def _finish_abandoned(self, task: asyncio.Future[Any]) -> None:
         self._abandoned.discard(task)
         if not task.cancelled() and (error := task.exception()) is not None:
             _log.debug("a write whose caller was cancelled failed: %r", error)
