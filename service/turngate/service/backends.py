@@ -27,6 +27,7 @@ from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.feed import open_feed
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.projector import LedgerProjector
+from turngate.service.store.redis.replication import Replication
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import open_store
 from turngate.service.supervise import Loop
@@ -72,8 +73,7 @@ def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
         connect(settings.store, settings.redis_timeout),
         keys,
         retention=settings.event_retention,
-        wait_replicas=settings.redis_wait_replicas,
-        wait_timeout=settings.redis_wait_timeout,
+        replication=_replication(settings),
     )
     feed = open_feed(RedisUrl.parse(settings.store), keys, settings.redis_timeout)
     engine = make_engine(ledger_url(settings))
@@ -102,8 +102,7 @@ def projector_for(settings: Settings, engine: AsyncEngine) -> LedgerProjector:
         consumer=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
         reclaim_idle=settings.reclaim_idle,
         max_deliveries=settings.max_deliveries,
-        wait_replicas=settings.redis_wait_replicas,
-        wait_timeout=settings.redis_wait_timeout,
+        replication=_replication(settings),
     )
 
 
@@ -111,6 +110,10 @@ async def project_when_migrated(schema: LedgerSchema, projector: LedgerProjector
     """Projects until cancelled, once the ledger has this release's schema."""
     await schema.migrated.wait()
     await projector.run()
+
+
+def _replication(settings: Settings) -> Replication:
+    return Replication.of(settings.redis_wait_replicas, settings.redis_wait_timeout)
 
 
 def _keyspace(settings: Settings) -> Keyspace:

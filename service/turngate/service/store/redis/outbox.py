@@ -37,6 +37,7 @@ from turngate.service.store.redis.keys import (
     member,
     session_of,
 )
+from turngate.service.store.redis.replication import NO_REPLICATION, Replication
 
 _ACK = files("turngate.service.store.redis").joinpath("outbox_ack.lua").read_text()
 _DEAD_LETTER = files("turngate.service.store.redis").joinpath("dead_letter.lua").read_text()
@@ -145,15 +146,13 @@ class Outbox:
         *,
         consumer: str,
         batch: int,
-        wait_replicas: int = 0,
-        wait_timeout: float = 0.5,
+        replication: Replication = NO_REPLICATION,
     ) -> None:
         self.keys = keys
         self._redis = redis
         self._consumer = consumer
         self._batch = batch
-        self._wait_replicas = wait_replicas
-        self._wait_ms = round(wait_timeout * 1000)
+        self._replication = replication
         self._ack = redis.register_script(_ACK)
         self._dead_letter = redis.register_script(_DEAD_LETTER)
         self._prune = redis.register_script(_PRUNE)
@@ -247,27 +246,24 @@ class Outbox:
 
     async def read_logs(self, ranges: Mapping[SessionKey, tuple[int, int]], limit: int) -> list[LogEntries]:
         """Up to `limit` events of each session's log within its (first, last) seqs, in one round
-        trip. With `wait_replicas` (one server or Sentinel), what was read is also confirmed by
-        that many replicas, or Redis is unavailable: a primary deposed under the projector (split
-        brain) may hold writes no replica has, which a failover discards, so the ledger must not
-        record them."""
-        confirm = bool(self._wait_replicas) and not isinstance(self._redis, RedisCluster)
+        trip. On one server or behind Sentinel, what was read is also confirmed by the replicas
+        `replication` asks for: a primary deposed under the projector (split brain) may hold writes
+        no replica has, which a failover discards, so the ledger must not record them."""
+        confirm = (
+            []
+            if isinstance(self._redis, RedisCluster)
+            else self._replication.commands(self.keys.replication_mark(0))
+        )
         with redis_unavailable():
             async with self._redis.pipeline(transaction=False) as pipe:
                 for key, (first, last) in ranges.items():
                     pipe.xrange(self.keys.log(key), min=log_id(first), max=log_id(last), count=limit)
-                if confirm:
-                    # WAIT counts this connection's writes: the mark makes it cover what was read.
-                    pipe.set(self.keys.replication_mark(0), 1)
-                    pipe.wait(self._wait_replicas, self._wait_ms)
+                for command in confirm:
+                    pipe.execute_command(*command)
                 replies = await pipe.execute()
         if confirm:
-            *replies, _, replicas = replies
-            if int(replicas) < self._wait_replicas:
-                raise StoreUnavailable(
-                    f"only {replicas} of {self._wait_replicas} replicas confirmed the logs read"
-                )
-        return cast(list[LogEntries], replies)
+            self._replication.check(int(replies[-1]), "the logs read")
+        return cast(list[LogEntries], replies[: len(ranges)])
 
     async def deliveries(self, entries: Sequence[Entry]) -> int:
         """How often the most delivered of `entries` has been delivered (0 once all are acknowledged)."""

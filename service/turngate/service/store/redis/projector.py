@@ -51,6 +51,7 @@ from turngate.service.store.redis.outbox import (
     described,
     sort_entries,
 )
+from turngate.service.store.redis.replication import NO_REPLICATION, Replication
 
 log = logging.getLogger("turngate.projector")
 
@@ -125,8 +126,7 @@ class LedgerProjector:
         reclaim_idle: float,
         max_deliveries: int,
         prune_idle: float = PRUNE_IDLE_S,
-        wait_replicas: int = 0,
-        wait_timeout: float = 0.5,
+        replication: Replication = NO_REPLICATION,
         batch: int = 100,
         concurrency: int = 8,
         poll_interval: float = 1.0,
@@ -145,8 +145,7 @@ class LedgerProjector:
             keys,
             consumer=consumer,
             batch=batch,
-            wait_replicas=wait_replicas,
-            wait_timeout=wait_timeout,
+            replication=replication,
         )
         self._cursors = Cursors(engine.dialect.name)
         self._keys = keys

@@ -39,6 +39,8 @@ from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable,
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.redis.connection import Client, unavailable_on_failure
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, member, session_of
+from turngate.service.store.redis.replication import NO_REPLICATION, Replication
+from turngate.service.store.redis.replication import Command as ReplicationCommand
 
 _CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
 _UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
@@ -128,6 +130,17 @@ async def _run_cas(
     raise StoreUnavailable("the compare-and-set script could not be loaded")
 
 
+@asynccontextmanager
+async def _discarded_on_failure(connection: AbstractConnection) -> AsyncIterator[None]:
+    """Disconnects `connection` if the block fails: replies may be left unread, so it is never
+    reused as it is."""
+    try:
+        yield
+    except BaseException:
+        await connection.disconnect()
+        raise
+
+
 class RedisStore(CompareAndSetStore):
     """`Store` over one Redis; the session document, its events, its deadline and the outbox
     entry for the ledger change together in one script run, or not at all."""
@@ -138,8 +151,7 @@ class RedisStore(CompareAndSetStore):
         keys: Keyspace,
         *,
         retention: int,
-        wait_replicas: int = 0,
-        wait_timeout: float = 0.5,
+        replication: Replication = NO_REPLICATION,
         before_write: BeforeWrite | None = None,
         max_attempts: int = 32,
     ) -> None:
@@ -147,8 +159,7 @@ class RedisStore(CompareAndSetStore):
         self.client = client
         self.keys = keys
         self._retention = retention
-        self._wait_replicas = wait_replicas
-        self._wait_ms = round(wait_timeout * 1000)
+        self._replication = replication
         self._cas = client.register_script(_CAS)
         self._unrecorded = client.register_script(_UNRECORDED)
         self._clock = _StoreClock()
@@ -199,10 +210,8 @@ class RedisStore(CompareAndSetStore):
         pool = self.client.connection_pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         try:
-            yield connection
-        except BaseException:
-            await connection.disconnect()  # replies may be left unread: never reuse it
-            raise
+            async with _discarded_on_failure(connection):
+                yield connection
         finally:
             await pool.release(connection)
 
@@ -214,37 +223,24 @@ class RedisStore(CompareAndSetStore):
         *,
         writes: bool,
     ) -> Any:
-        """The script's reply. With `wait_replicas`, what it answers is also confirmed by that many
-        replicas (WAIT, on the script's connection, in the same round trip), or the store is
-        unavailable: a write only the primary holds may be lost by a failover, so it is not
-        acknowledged (a retry then finds it written, or not, and answers accordingly). A decision
-        that changes nothing is confirmed so too, after a write of the bucket's replication mark:
-        it may answer from an earlier attempt's write that no replica has yet, and WAIT counts only
-        the connection's own writes."""
+        """The script's reply, confirmed by the replicas `replication` asks for. A decision that
+        changes nothing is confirmed so too (`replication`'s mark): it may answer from an earlier
+        attempt's write that no replica has yet."""
         keys = self._keys_of(key)
-        confirm = self._confirmation(key, writes=writes)
+        mark = None if writes else self.keys.replication_mark(self.keys.bucket(key))
+        confirm = self._replication.commands(mark)
         if connection is not None:
             reply, *after = await _run_cas(connection, keys, args, confirm)
         elif confirm:
             reply, *after = await self._run_cas_on_owner(key, args, confirm)
         else:
             return await self._cas(keys=keys, args=args)
-        if confirm and reply[0] and int(after[-1]) < self._wait_replicas:
-            raise StoreUnavailable(
-                f"{key}: only {after[-1]} of {self._wait_replicas} replicas confirmed it within "
-                f"{self._wait_ms} ms; not acknowledged"
-            )
+        if confirm and reply[0]:
+            self._replication.check(int(after[-1]), str(key))
         return reply
 
-    def _confirmation(self, key: SessionKey, *, writes: bool) -> list[tuple[str | int, ...]]:
-        """The commands that follow the script on its connection: none, or WAIT (after the mark)."""
-        if not self._wait_replicas:
-            return []
-        mark = [] if writes else [("SET", self.keys.replication_mark(self.keys.bucket(key)), 1)]
-        return [*mark, ("WAIT", self._wait_replicas, self._wait_ms)]
-
     async def _run_cas_on_owner(
-        self, key: SessionKey, args: list[str | int | bytes], after: list[tuple[str | int, ...]]
+        self, key: SessionKey, args: list[str | int | bytes], after: list[ReplicationCommand]
     ) -> list[Any]:
         """The script and `after` on one connection to the master of the session's slot: a
         cluster client's pipeline runs no scripts and would send WAIT to any node."""
@@ -255,15 +251,12 @@ class RedisStore(CompareAndSetStore):
             raise StoreUnavailable(f"{key}: no node serves its slot")
         connection = node.acquire_connection()
         try:
-            return await _run_cas(connection, keys, args, after)
+            async with _discarded_on_failure(connection):
+                return await _run_cas(connection, keys, args, after)
         except redis_errors.MovedError as moved:
             # The slot has a new master (a failover): the next call goes there.
-            await connection.disconnect()
             await cluster.nodes_manager.move_slot(moved)
             raise StoreUnavailable(f"redis unavailable: {moved}") from moved
-        except BaseException:
-            await connection.disconnect()  # replies may be left unread: never reuse it
-            raise
         finally:
             node.release(connection)
 

@@ -1,0 +1,48 @@
+"""What is acknowledged only once replicas have it (README, Redis topologies: WAIT).
+
+WAIT counts the writes of the connection it is sent on, so it follows, on that connection and in
+the same round trip, whatever it must cover: the compare-and-set script, or a read. A call that
+wrote nothing (a confirmation, a read) writes a replication mark first, so the wait covers every
+write the primary had taken until then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turngate.service.ports.store import StoreUnavailable
+
+Command = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """`replicas` (0: none) must confirm within `timeout_ms`."""
+
+    replicas: int = 0
+    timeout_ms: int = 500
+
+    @classmethod
+    def of(cls, replicas: int, timeout_s: float) -> Replication:
+        return cls(replicas, round(timeout_s * 1000))
+
+    def commands(self, mark: str | None) -> list[Command]:
+        """What follows on the connection: nothing without replicas to wait for; else the write
+        of `mark` (when the call itself wrote nothing) and WAIT."""
+        if not self.replicas:
+            return []
+        return [*([("SET", mark, 1)] if mark is not None else []), ("WAIT", self.replicas, self.timeout_ms)]
+
+    def check(self, confirmed: int, what: str) -> None:
+        """StoreUnavailable unless WAIT's reply `confirmed` reaches `replicas`: what only the
+        primary holds may be lost by a failover, so it is not acknowledged (a retry then finds it
+        written, or not, and answers accordingly)."""
+        if confirmed < self.replicas:
+            raise StoreUnavailable(
+                f"{what}: only {confirmed} of {self.replicas} replicas confirmed it "
+                f"within {self.timeout_ms} ms"
+            )
+
+
+# Nothing waited for: what one Redis server acknowledges is acknowledged.
+NO_REPLICATION = Replication()
