@@ -4,6 +4,7 @@ naming the setting), `migrate` is idempotent, a busy port exits 1, and flags ove
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from tests.e2e.processes import database, dump, free_port, run_cli, spawn_server, sqlite_file, sqlite_url
+from turngate.service.config import Settings
 from turngate.service.sql.migrate import alembic_config
 from turngate.service.sql.tables import metadata
 
@@ -92,3 +94,8 @@ async def test_serve_listens_where_turngate_listen_says_and_the_flag_overrides_i
     ):
         with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", overridden)):
             pass
+
+
+def test_serve_help_names_every_setting_by_its_variable(tmp_path: Path) -> None:
+    shown = re.sub(r"\s+", "", run_cli(tmp_path, "serve", "--help").stdout)
+    assert [name for name in Settings.model_fields if f"TURNGATE_{name.upper()}" not in shown] == []

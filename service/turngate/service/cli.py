@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _metrics_flag(serve_cmd)
     _security_flags(serve_cmd)
+    _environment_only(serve_cmd)
     migrate_cmd = commands.add_parser("migrate", help="create or upgrade the store's schema, then exit")
     _store_flags(migrate_cmd)
     project_cmd = commands.add_parser(
@@ -81,6 +82,14 @@ def _migrate_flag(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="do not migrate the schema: wait, not ready, until another process has [TURNGATE_MIGRATE]",
     )
+
+
+def _environment_only(parser: argparse.ArgumentParser) -> None:
+    """Names, in --help, the settings that have no flag (README, Running it, says what each does)."""
+    flagged = vars(parser.parse_args([]))
+    names = [f"TURNGATE_{name.upper()}" for name in Settings.model_fields if name not in flagged]
+    title = "settings with no flag (environment only; README, Running it)"
+    parser.add_argument_group(title, ", ".join(names))
 
 
 def _metrics_flag(parser: argparse.ArgumentParser) -> None:
