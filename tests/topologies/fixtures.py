@@ -9,14 +9,22 @@ import pytest
 
 from tests.topologies.servers import RedisCluster, RedisSentinel
 
+# No test fails the shared deployments over, and neither may a process stalled for a second by a
+# busy machine: their nodes are called failing only after this long.
+SHARED_FAILURE_TIMEOUT_MS = 10_000
+
 
 @pytest.fixture(scope="session")
 async def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RedisCluster]:
-    async with RedisCluster.started(tmp_path_factory.mktemp("redis-cluster")) as cluster:
+    async with RedisCluster.started(
+        tmp_path_factory.mktemp("redis-cluster"), node_timeout_ms=SHARED_FAILURE_TIMEOUT_MS
+    ) as cluster:
         yield cluster
 
 
 @pytest.fixture(scope="session")
 async def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RedisSentinel]:
-    async with RedisSentinel.started(tmp_path_factory.mktemp("redis-sentinel")) as sentinel:
+    async with RedisSentinel.started(
+        tmp_path_factory.mktemp("redis-sentinel"), down_after_ms=SHARED_FAILURE_TIMEOUT_MS
+    ) as sentinel:
         yield sentinel

@@ -556,7 +556,9 @@ class RedisSentinel(_Topology):
         root: Path,
         *,
         service_name: str = "turngate",
-        down_after_ms: int = 1_000,
+        # A busy machine can stall a process for a second: with 1 s, the sentinels once failed a
+        # healthy primary over in CI.
+        down_after_ms: int = 2_000,
         failover_timeout_ms: int = 3_000,
         settings: Sequence[str] = (),
     ) -> AsyncIterator[RedisSentinel]:
@@ -669,6 +671,8 @@ class RedisSentinel(_Topology):
         """The primary, once `replica` replicates it and every reachable sentinel sees it up, sees
         `replica` as its linked replica, and knows every other sentinel."""
         primary = await self.primary()
+        if primary is replica:
+            raise _NotYet(f"the sentinels name {replica.port} the primary: they failed over again")
         await _replica_linked(replica, primary)
         for sentinel in self._reachable_sentinels():
             state = await sentinel.query("SENTINEL MASTER", self.service_name)
