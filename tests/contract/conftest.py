@@ -31,7 +31,12 @@ from tests.contract.backends import (
     wait_past,
 )
 from tests.postgres import postgres_admin, postgres_url, unique_database
-from tests.topologies.fixtures import redis_cluster, redis_sentinel  # noqa: F401  (fixtures)
+from tests.topologies.fixtures import (  # noqa: F401  (fixtures)
+    TOPOLOGIES,
+    redis_cluster,
+    redis_sentinel,
+    shared_topology_url,
+)
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.store import RedisStore
@@ -88,8 +93,6 @@ STORE_BACKENDS = [
     "redis-cluster",
     "redis-sentinel",
 ]
-# The Redis topologies the tests start themselves, by the fixture that holds each.
-TOPOLOGIES = {"redis-cluster": "redis_cluster", "redis-sentinel": "redis_sentinel"}
 
 
 @pytest.fixture(params=BACKENDS)
@@ -150,7 +153,7 @@ def store_opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ope
     """Opens stores on one empty data set of each backend (SQLite, PostgreSQL, Redis on one
     server, on a Redis Cluster and behind Sentinel)."""
     if request.param in TOPOLOGIES:
-        url = request.getfixturevalue(TOPOLOGIES[request.param]).url
+        url = shared_topology_url(request, request.param)
         keyspace = unique_keyspace()  # the topology is this run's own: its keys need no deleting
 
         def open_on_topology(*, max_attempts: int = MAX_ATTEMPTS) -> ContractStore:

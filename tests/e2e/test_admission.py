@@ -241,28 +241,31 @@ async def test_i8_admission_after_lease_expiry_is_admitted_without_waiting_for_t
 
 
 async def test_i10_the_store_clock_alone_decides_lease_expiry_and_generations_never_go_back(
-    server: TurngateServer, client: Client, session: pb.SessionRef, monkeypatch: pytest.MonkeyPatch
+    embedded_server: TurngateServer,
+    embedded_client: Client,
+    session: pb.SessionRef,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    admitted = await admit(client, session, "t1")
-    record = await get_turn(client, session, "t1")
+    admitted = await admit(embedded_client, session, "t1")
+    record = await get_turn(embedded_client, session, "t1")
     ttl_us = LEASE_S * 1_000_000
     assert admitted.lease_expires_at.ToMicroseconds() == record.admitted_at.ToMicroseconds() + ttl_us
     assert admitted.heartbeat_interval.ToMicroseconds() == ttl_us // 3
 
     # No wall time passes for the runner and the watchdog is held, yet the lease has ended.
     advance_store_clock(monkeypatch, LEASE_S + 5)
-    with gated(server, Gate(session, {Expire: 1})):
-        late = await heartbeat(client, admitted.lease)
+    with gated(embedded_server, Gate(session, {Expire: 1})):
+        late = await heartbeat(embedded_client, admitted.lease)
     assert (late.directive, late.settled_outcome) == (pb.DIRECTIVE_ABANDON, pb.TURN_OUTCOME_LOST)
-    settled = await get_turn(client, session, "t1")
+    settled = await get_turn(embedded_client, session, "t1")
     assert settled.settled_at.ToMicroseconds() >= admitted.lease_expires_at.ToMicroseconds()
     assert time.time() < admitted.lease_expires_at.ToSeconds()  # the wall clock is not there yet
 
-    ahead = await admit(client, session, "t2")
-    await complete(client, ahead.lease)
+    ahead = await admit(embedded_client, session, "t2")
+    await complete(embedded_client, ahead.lease)
 
     # The store clock goes back 25 s: generations still only grow (I2).
     monkeypatch.undo()
-    behind = await admit(client, session, "t3")
+    behind = await admit(embedded_client, session, "t3")
     assert behind.lease.generation > ahead.lease.generation
-    await complete(client, behind.lease)
+    await complete(embedded_client, behind.lease)

@@ -231,19 +231,19 @@ async def test_get_turn_of_the_active_turn_shows_its_live_lease_and_records(
 
 
 async def test_get_turn_of_the_active_turn_shows_the_lease_its_last_heartbeat_gave(
-    client: Client, session: pb.SessionRef, monkeypatch: pytest.MonkeyPatch
+    embedded_client: Client, session: pb.SessionRef, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     second = 1_000_000_000
     whole = time.time_ns() // second * second
     freeze_store_clock(monkeypatch, whole + second // 2)  # admitted half-way through a second
-    lease = (await admit(client, session, "t1")).lease
+    lease = (await admit(embedded_client, session, "t1")).lease
     freeze_store_clock(monkeypatch, whole + second)  # extended to a whole second
 
-    beat = await heartbeat(client, lease)
+    beat = await heartbeat(embedded_client, lease)
 
     assert beat.lease_expires_at.nanos == 0
-    assert (await get_turn(client, session, "t1")).lease_expires_at == beat.lease_expires_at
-    assert (await snapshot(client, session)).active.lease_expires_at == beat.lease_expires_at
+    assert (await get_turn(embedded_client, session, "t1")).lease_expires_at == beat.lease_expires_at
+    assert (await snapshot(embedded_client, session)).active.lease_expires_at == beat.lease_expires_at
 
 
 async def test_list_turns_pages_newest_first_without_records(client: Client, session: pb.SessionRef) -> None:

@@ -30,11 +30,31 @@ from tests.e2e.servers import Client, OwnServer
 from tests.e2e.watching import collect, ended, watch
 from tests.telemetry.collector import Collector, collecting
 from tests.waiting import eventually
+from turngate.service.core import SessionKey
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.server import TurngateServer
+from turngate.service.store.redis.store import RedisStore
 from turngate.v1 import turngate_pb2 as pb
 
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+# A session document the service cannot read: a bug's worth of unexpected exception.
+UNREADABLE_DOCUMENT = '{"next_seq": "not a number"}'
+
+
+async def write_unreadable_document(server: TurngateServer, session: pb.SessionRef) -> None:
+    """Overwrites `session`'s document in the server's store, behind the service's back."""
+    store = server.store
+    if isinstance(store, RedisStore):
+        key = SessionKey(session.project_id, session.session_id)
+        # At a new version, as any writer's: the store keeps the documents of versions it wrote.
+        await store.client.hset(store.keys.doc(key), "doc", UNREADABLE_DOCUMENT)
+        await store.client.hincrby(store.keys.doc(key), "v", 1)
+        return
+    with sqlite_file(Path(server.settings.store.removeprefix("sqlite+aiosqlite:///"))) as db:
+        db.execute(
+            "UPDATE sessions SET doc = ? WHERE project_id = ? AND session_id = ?",
+            (UNREADABLE_DOCUMENT, session.project_id, session.session_id),
+        )
 
 
 async def test_health_is_serving_for_the_server_and_each_service_while_the_store_answers(
@@ -156,13 +176,7 @@ async def test_internal_error_reaches_the_client_as_internal_without_a_traceback
     server: TurngateServer, client: Client, session: pb.SessionRef, caplog: pytest.LogCaptureFixture
 ) -> None:
     await complete(client, (await admit(client, session, "t1")).lease)
-    # A session document the service cannot read: a bug's worth of unexpected exception.
-    garbage = '{"next_seq": "not a number"}'
-    with sqlite_file(Path(server.settings.store.removeprefix("sqlite+aiosqlite:///"))) as db:
-        db.execute(
-            "UPDATE sessions SET doc = ? WHERE project_id = ? AND session_id = ?",
-            (garbage, session.project_id, session.session_id),
-        )
+    await write_unreadable_document(server, session)
 
     failures: list[grpc.aio.AioRpcError] = []
     with caplog.at_level(logging.ERROR, logger="turngate.api"):

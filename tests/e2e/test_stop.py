@@ -71,16 +71,16 @@ async def test_i4_repeated_stop_before_start_gives_the_same_answer_and_no_new_ev
 
 
 async def test_i4_a_tombstone_is_forgotten_after_tombstone_ttl_then_the_turn_may_start(
-    client: Client, session: pb.SessionRef, monkeypatch: pytest.MonkeyPatch
+    embedded_client: Client, session: pb.SessionRef, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await stop(client, session, "t-next")
-    await admission_refused(client, session, "t-next", "r1", "TURN_CANCELLED")
+    await stop(embedded_client, session, "t-next")
+    await admission_refused(embedded_client, session, "t-next", "r1", "TURN_CANCELLED")
 
     advance_store_clock(monkeypatch, TOMBSTONE_TTL_S + 1)
 
-    admitted = await admit(client, session, "t-next", "r1")
+    admitted = await admit(embedded_client, session, "t-next", "r1")
     assert not admitted.replayed
-    await complete(client, admitted.lease)
+    await complete(embedded_client, admitted.lease)
 
 
 async def test_i4_stop_of_an_ended_turn_while_another_runs_is_mismatch_and_changes_nothing(
@@ -263,16 +263,16 @@ async def test_stop_request_id_replay_returns_the_first_answer_and_changes_nothi
 
 
 async def test_stop_request_id_is_forgotten_after_tombstone_ttl_then_decided_afresh(
-    client: Client, session: pb.SessionRef, monkeypatch: pytest.MonkeyPatch
+    embedded_client: Client, session: pb.SessionRef, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lease = (await admit(client, session, "t1")).lease
-    first = await stop(client, session, "t1", request_id="req-1")
-    await complete(client, lease, pb.TURN_OUTCOME_CANCELLED)
+    lease = (await admit(embedded_client, session, "t1")).lease
+    first = await stop(embedded_client, session, "t1", request_id="req-1")
+    await complete(embedded_client, lease, pb.TURN_OUTCOME_CANCELLED)
 
     advance_store_clock(monkeypatch, TOMBSTONE_TTL_S + 1)
 
     assert first.WhichOneof("outcome") == "cancelled"
-    later = await stop(client, session, request_id="req-1")
+    later = await stop(embedded_client, session, request_id="req-1")
     assert later.idle == pb.CancelTurnResponse.Idle(last_turn_id="t1", last_outcome=pb.TURN_OUTCOME_CANCELLED)
 
 

@@ -22,7 +22,12 @@ from tests.replicas.cluster import (
     replicas,
     unique_prefix,
 )
-from tests.topologies.fixtures import redis_cluster, redis_sentinel  # noqa: F401  (fixtures)
+from tests.topologies.fixtures import (  # noqa: F401  (fixtures)
+    TOPOLOGIES,
+    redis_cluster,
+    redis_sentinel,
+    shared_topology_url,
+)
 from turngate.service.store.redis.connection import Client as RedisClient
 from turngate.service.store.redis.connection import connect
 from turngate.v1 import turngate_pb2 as pb
@@ -30,16 +35,11 @@ from turngate.v1 import turngate_pb2 as pb
 REPLICAS = 3
 
 
-# The Redis topologies the tests start themselves, by the fixture that holds each.
-TOPOLOGIES = {"redis-cluster": "redis_cluster", "redis-sentinel": "redis_sentinel"}
-
-
 @pytest.fixture(scope="module", params=["redis", *TOPOLOGIES])
 def redis_url(request: pytest.FixtureRequest) -> str:
     """The shared Redis server, or this run's Redis Cluster or Sentinel setup."""
     if request.param in TOPOLOGIES:
-        url: str = request.getfixturevalue(TOPOLOGIES[request.param]).url
-        return url
+        return shared_topology_url(request, request.param)
     return REDIS_SERVER
 
 

@@ -12,6 +12,8 @@ from tests.topologies.servers import RedisCluster, RedisSentinel
 # No test fails the shared deployments over, and neither may a process stalled for a second by a
 # busy machine: their nodes are called failing only after this long.
 SHARED_FAILURE_TIMEOUT_MS = 10_000
+# The topologies by the test ids that name them, and the fixture that holds each.
+TOPOLOGIES = {"redis-cluster": "redis_cluster", "redis-sentinel": "redis_sentinel"}
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +30,9 @@ async def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> AsyncItera
         tmp_path_factory.mktemp("redis-sentinel"), down_after_ms=SHARED_FAILURE_TIMEOUT_MS
     ) as sentinel:
         yield sentinel
+
+
+def shared_topology_url(request: pytest.FixtureRequest, topology: str) -> str:
+    """The store URL of this run's shared deployment of `topology` (a key of TOPOLOGIES)."""
+    deployment: RedisCluster | RedisSentinel = request.getfixturevalue(TOPOLOGIES[topology])
+    return deployment.url
