@@ -28,6 +28,8 @@ SERVICE = "bench.Floor"
 EMPTY = f"/{SERVICE}/Empty"
 REDIS_GET = f"/{SERVICE}/RedisGet"
 WRITE_WAIT = f"/{SERVICE}/WriteWait"
+# Printed once it listens: with several processes on one port, answering calls proves only one.
+LISTENING = "floor listening"
 # turngate's default TURNGATE_REDIS_TIMEOUT and TURNGATE_REDIS_WAIT_TIMEOUT.
 TIMEOUT_S = 2.0
 WAIT_TIMEOUT_MS = 500
@@ -84,6 +86,7 @@ async def serve_until_terminated(server: grpc.aio.Server, port: int) -> None:
     """Serves on 127.0.0.1:`port` until SIGTERM."""
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
+    print(LISTENING, flush=True)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()

@@ -26,8 +26,25 @@ TABLES = {"alembic_version", *metadata.tables}
         (("--listen", "localhost"), {}, "listen"),
         (("--store", "mysql://admin:s3cret@db.example/turngate"), {}, "store"),
         ((), {"TURNGATE_STOP_GRACE": "abc"}, "stop_grace"),
+        (("--workers", "2"), {}, "--workers needs a redis store"),
+        (("--workers", "0"), {}, "workers"),
+        ((), {"TURNGATE_WORKERS": "many"}, "workers"),
+        (
+            ("--workers", "auto", "--listen", "127.0.0.1:0", "--store", "redis://127.0.0.1:6379/0"),
+            {"TURNGATE_LEDGER": "sqlite+aiosqlite:///ledger.db"},
+            "--workers needs a fixed --listen port",
+        ),
     ],
-    ids=["lease-below-1s", "listen-without-port", "store-scheme", "stop-grace-env-not-a-number"],
+    ids=[
+        "lease-below-1s",
+        "listen-without-port",
+        "store-scheme",
+        "stop-grace-env-not-a-number",
+        "workers-on-sqlite",
+        "workers-zero",
+        "workers-env-not-a-number",
+        "workers-on-port-0",
+    ],
 )
 def test_serve_refuses_invalid_settings_with_exit_2_and_one_line_naming_the_setting(
     tmp_path: Path, args: tuple[str, ...], env: dict[str, str], setting: str

@@ -34,6 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the service (embedded SQLite store by default)")
     serve_cmd.add_argument("--listen", help="HOST:PORT to listen on [TURNGATE_LISTEN, 127.0.0.1:50051]")
+    serve_cmd.add_argument(
+        "--workers",
+        help="processes serving --listen together, each a full replica; auto: one per core; "
+        "redis mode only [TURNGATE_WORKERS, 1]",
+    )
     _store_flags(serve_cmd)
     serve_cmd.add_argument("--lease-ttl", type=float, help="default lease, seconds [TURNGATE_LEASE_TTL, 20]")
     serve_cmd.add_argument("--stop-grace", type=float, help="stop grace, seconds [TURNGATE_STOP_GRACE, 30]")
@@ -139,8 +144,9 @@ def _settings(args: argparse.Namespace) -> Settings:
     }
     if args.command != "serve":
         # `migrate` and `project` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… must not
-        # make them ask for a tokens file.
+        # make them ask for a tokens file, nor its TURNGATE_WORKERS start workers.
         given["listen"] = "127.0.0.1:0"
+        given["workers"] = 1
     return Settings(**given)
 
 
@@ -173,6 +179,23 @@ def _issue_token(name: str, roles: list[str], projects: list[str]) -> int:
 
 
 def _run_service(command: str, settings: Settings) -> int:
+    if command == "serve" and settings.workers != 1:
+        from turngate.service.telemetry import logs
+        from turngate.service.workers import run_workers
+
+        logs.configure(settings.log_level, settings.log_format)
+        return run_workers(settings, _run_worker)
+    return _run_one(command, settings)
+
+
+def _run_worker(settings: Settings, index: int) -> None:
+    """One worker process of `serve --workers` (started by workers.py)."""
+    from turngate.service.workers import worker_settings
+
+    sys.exit(_run_one("serve", worker_settings(settings, index), worker=index))
+
+
+def _run_one(command: str, settings: Settings, *, worker: int | None = None) -> int:
     # Imported here: the operator commands start faster without the server's stack.
     from turngate.service.auth.principals import TokensFileError
     from turngate.service.auth.tls import TlsError
@@ -181,7 +204,7 @@ def _run_service(command: str, settings: Settings) -> int:
     from turngate.service.sql.migrate import migrate
     from turngate.service.telemetry import logs, setup
 
-    logs.configure(settings.log_level, settings.log_format)
+    logs.configure(settings.log_level, settings.log_format, worker=worker)
     try:
         if command == "migrate":
             asyncio.run(migrate(settings.ledger or settings.store))

@@ -5,11 +5,12 @@ The timing contract is validated here, so a bad value refuses to start with one 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from turngate.client.hosts import is_loopback
@@ -31,6 +32,22 @@ def _host_port(value: str) -> str:
 HostPort = Annotated[str, AfterValidator(_host_port)]
 
 
+def _workers(value: object) -> object:
+    if value == "auto":
+        return value
+    try:
+        count = int(str(value))
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_WORKERS:
+        raise ValueError(f"must be a number of processes from 1 to {MAX_WORKERS}, or auto")
+    return count
+
+
+MAX_WORKERS = 1024
+Workers = Annotated[int | Literal["auto"], BeforeValidator(_workers)]
+
+
 def _seconds(us: int) -> float:
     return us / limits.SECOND
 
@@ -42,6 +59,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TURNGATE_", extra="forbid", frozen=True)
 
     listen: HostPort = "127.0.0.1:50051"
+    # `serve`: processes serving `listen` together (SO_REUSEPORT), each a full replica; "auto" is
+    # one per core of this host. Redis mode only (docs/decisions.md, Speed).
+    workers: Workers = 1
     store: str = "sqlite+aiosqlite:///./turngate.db"
     # With a Redis store: the SQL database that keeps the durable history (the ledger).
     ledger: str | None = None
@@ -155,6 +175,10 @@ class Settings(BaseSettings):
         return self.store.startswith(REDIS_SCHEMES)
 
     @property
+    def worker_count(self) -> int:
+        return len(os.sched_getaffinity(0)) if self.workers == "auto" else self.workers
+
+    @property
     def tls(self) -> bool:
         return self.tls_cert is not None
 
@@ -168,6 +192,19 @@ class Settings(BaseSettings):
             raise ValueError("a redis store needs a ledger: --ledger postgresql+asyncpg://…")
         if not self.redis_mode and self.ledger is not None:
             raise ValueError("--ledger is for a redis store; a SQL store keeps its own ledger")
+        return self
+
+    @model_validator(mode="after")
+    def _workers_in_redis_mode(self) -> Settings:
+        if self.workers == 1:
+            return self
+        if not self.redis_mode:
+            raise ValueError(
+                "--workers needs a redis store: a SQL store's watchers hear only their own process's "
+                "writes, and SQLite has one writer; for more cores run redis mode (README, Production mode)"
+            )
+        if host_and_port(self.listen)[1] == 0:
+            raise ValueError("--workers needs a fixed --listen port: every worker listens on it")
         return self
 
     @model_validator(mode="after")

@@ -30,11 +30,24 @@ _BARE = re.compile(r'[^\s"=\\\x00-\x1f\x7f]+')
 _events = logging.getLogger("turngate.events")
 
 
-def configure(level: str, log_format: LogFormat) -> None:
-    """Every record to stderr, at `level` and above, in `log_format`."""
+def configure(level: str, log_format: LogFormat, *, worker: int | None = None) -> None:
+    """Every record to stderr, at `level` and above, in `log_format`; a worker of `serve --workers`
+    names itself in each (field `worker`), as its records share the parent's stderr."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    if worker is not None:
+        handler.addFilter(_WorkerField(worker))
     logging.basicConfig(level=level, handlers=[handler])
+
+
+class _WorkerField(logging.Filter):
+    def __init__(self, worker: int) -> None:
+        super().__init__()
+        self._worker = worker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        setattr(record, FIELDS, {**getattr(record, FIELDS, {}), "worker": self._worker})
+        return True
 
 
 def log_events(key: SessionKey, decision: Decision) -> None:

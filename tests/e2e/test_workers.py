@@ -1,0 +1,182 @@
+"""`turngate serve --workers N` (redis mode): N processes on one port, each a full replica. Calls
+reach every worker, a watcher on one worker hears the writes of the others, SIGTERM drains them
+all and the parent exits 0, a killed worker is started again, and a worker failing at start
+(a port taken) stops the others and the parent exits 1."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.contract.backends import REDIS_SERVER
+from tests.e2e.calls import admit, complete, stop
+from tests.e2e.processes import Spawned, free_port, serve_log, spawn_server
+from tests.e2e.servers import client_for
+from tests.e2e.watching import collect, watch
+from tests.replicas.cluster import REDIS_TIMEOUT_S, delete_prefix, unique_prefix
+from tests.waiting import eventually
+from turngate.service.store.redis.connection import connect
+from turngate.v1 import turngate_pb2 as pb
+
+pytestmark = pytest.mark.redis
+
+WORKERS = 2
+# More connections than workers, so the kernel spreads them over every worker: a connection goes
+# to one worker for its lifetime, chosen by a hash of its addresses.
+CONNECTIONS = 16
+# How long a test waits for the processes: reached only when it fails.
+WAIT_TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    """A Redis key prefix of the test's own, deleted afterwards."""
+    prefix = unique_prefix()
+    yield prefix
+    redis = connect(REDIS_SERVER, REDIS_TIMEOUT_S)
+    await delete_prefix(redis, prefix)
+    await redis.aclose()
+
+
+def workers_args(tmp: Path) -> tuple[str, ...]:
+    """`serve`'s arguments for WORKERS workers in redis mode, with a ledger in `tmp`."""
+    return (
+        "--workers",
+        str(WORKERS),
+        "--store",
+        REDIS_SERVER,
+        "--ledger",
+        f"sqlite+aiosqlite:///{tmp}/ledger.db",
+    )
+
+
+@asynccontextmanager
+async def spawn_workers(tmp: Path, prefix: str, *args: str, port: int) -> AsyncIterator[Spawned]:
+    """`turngate serve` with `workers_args` and `args`, its keys under `prefix`, on `port`, once
+    every worker listens (the port serves as soon as one does)."""
+    env = {"TURNGATE_REDIS_PREFIX": prefix}
+    async with spawn_server(tmp, *workers_args(tmp), *args, port=port, env=env) as served:
+        await eventually(lambda: listeners(port) == WORKERS, timeout_s=WAIT_TIMEOUT_S)
+        yield served
+
+
+def listeners(port: int) -> int:
+    """How many sockets listen on `port` (state 0A in /proc/net/tcp and tcp6)."""
+    lines = [
+        *Path("/proc/net/tcp").read_text().splitlines(),
+        *Path("/proc/net/tcp6").read_text().splitlines(),
+    ]
+    return sum(
+        1 for line in lines[1:] if line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A"
+    )
+
+
+def running(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def serve_log_of(tmp: Path) -> str:
+    [log] = tmp.glob("serve-*.log")
+    return log.read_text()
+
+
+def admissions_of(metrics_port: int) -> int:
+    """The AdmitTurn answers a worker counted, from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return sum(int(float(n)) for n in re.findall(r"^turngate_admissions_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def worker_pids(parent: int) -> set[int]:
+    """The worker processes of the parent `parent` (not multiprocessing's resource tracker)."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    return {
+        int(pid)
+        for pid in children
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()  # the tracker runs another main
+    }
+
+
+async def test_every_worker_serves_the_port_and_a_watcher_on_one_hears_the_writes_of_the_others(
+    tmp_path: Path, prefix: str
+) -> None:
+    port, metrics = free_port(), free_port()
+    async with spawn_workers(tmp_path, prefix, "--metrics-listen", f"127.0.0.1:{metrics}", port=port):
+        # A subchannel pool of each channel's own: a connection per channel, not one shared.
+        channels = [
+            grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
+            for _ in range(CONNECTIONS)
+        ]
+        try:
+            clients = [client_for(channel) for channel in channels]
+            for i in range(CONNECTIONS):
+                session = pb.SessionRef(project_id="p-workers", session_id=f"s{i}")
+                streams = [watch(client, session) for client in clients]
+                for stream in streams:
+                    await collect(stream, 1)  # subscribed: the snapshot came
+                # A turn through every connection, so through every worker.
+                for n, writer in enumerate(clients[i:] + clients[:i]):
+                    await complete(writer, (await admit(writer, session, f"t{n}")).lease)
+                for stream in streams:
+                    events = await collect(stream, 2 * CONNECTIONS)
+                    assert [event.seq for event in events] == list(range(1, 2 * CONNECTIONS + 1))
+                    stream.cancel()
+            counts = [admissions_of(metrics + index) for index in range(WORKERS)]
+            assert all(counts), f"admissions counted per worker: {counts}"
+            assert sum(counts) == CONNECTIONS * CONNECTIONS
+        finally:
+            await asyncio.gather(*(channel.close() for channel in channels))
+
+
+async def test_sigterm_to_the_parent_drains_every_worker_and_it_exits_0(tmp_path: Path, prefix: str) -> None:
+    async with spawn_workers(tmp_path, prefix, port=free_port()) as served:
+        session = pb.SessionRef(project_id="p-workers", session_id="drained")
+        await admit(served.client, session, "t1")
+        workers = worker_pids(served.process.pid)
+        assert len(workers) == WORKERS
+        served.terminate()
+        assert await served.exit_code() == 0
+    log = serve_log_of(tmp_path)
+    assert log.count("turngate shutting down") == WORKERS
+    assert "turngate stopped: every worker has exited" in log
+    assert not any(map(running, workers))
+
+
+async def test_a_killed_worker_is_started_again_while_the_others_serve(tmp_path: Path, prefix: str) -> None:
+    async with spawn_workers(tmp_path, prefix, port=free_port()) as served:
+        killed = min(worker_pids(served.process.pid))
+        os.kill(killed, signal.SIGKILL)
+
+        def replaced() -> bool:
+            now = worker_pids(served.process.pid)
+            return len(now) == WORKERS and killed not in now
+
+        await eventually(replaced, timeout_s=WAIT_TIMEOUT_S)
+        session = pb.SessionRef(project_id="p-workers", session_id="after-kill")
+        lease = (await admit(served.client, session, "t1")).lease
+        assert (await stop(served.client, session, "t1")).cancelled.stopping_turn_id == lease.turn_id
+    assert re.search(r"worker \d exited \(exit code -9\): starting it again", serve_log_of(tmp_path))
+
+
+async def test_a_worker_failing_at_start_stops_the_others_and_the_parent_exits_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))  # without SO_REUSEPORT: no worker may share it
+        taken.listen()
+        port = taken.getsockname()[1]
+        served = spawn_server(tmp_path, *workers_args(tmp_path), port=port, serving=False)
+        with pytest.raises(AssertionError, match="turngate serve exited"):
+            async with served:
+                pass
+    log = serve_log(tmp_path, port).read_text()
+    assert "failed at start" in log
+    assert "turngate: " in log  # the worker's one line naming the cause
