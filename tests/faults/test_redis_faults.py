@@ -124,6 +124,11 @@ RedisCall = Callable[[Redis], Awaitable[object]]
 REFUSING_WRITES: dict[str, tuple[RedisCall, RedisCall]] = {
     "read-only-replica": (lambda c: c.replicaof("127.0.0.1", 1), lambda c: c.replicaof("NO", "ONE")),
     "out-of-memory": (lambda c: c.config_set("maxmemory", 1), lambda c: c.config_set("maxmemory", 0)),
+    # A primary that lost its replicas, with the `min-replicas-to-write 1` the README asks for: NOREPLICAS.
+    "no-good-replicas": (
+        lambda c: c.config_set("min-replicas-to-write", 1),
+        lambda c: c.config_set("min-replicas-to-write", 0),
+    ),
 }
 
 
@@ -131,7 +136,8 @@ REFUSING_WRITES: dict[str, tuple[RedisCall, RedisCall]] = {
 async def test_redis_refusing_writes_fails_the_apply_with_store_unavailable_and_writes_nothing(
     redis_server: DurableRedis, store: RedisStore, keys: Keyspace, refuse: RedisCall, accept: RedisCall
 ) -> None:
-    """A replica after a failover, or a Redis out of memory: it answers, but it will not write."""
+    """A replica after a failover, a Redis out of memory, a primary that lost its replicas: it
+    answers, but it will not write."""
     generation = (await admit(store, KEY, "t1")).generation
     before = await contents(redis_server, keys)
 
