@@ -4,7 +4,9 @@ mid-run and started again on the same directory, or answering but refusing write
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import cast
 
@@ -12,14 +14,29 @@ import pytest
 from redis.asyncio import Redis
 
 from tests.contract.backends import (
+    REDIS_TIMEOUT_S,
     RedisContents,
+    open_redis_store,
     redis_contents,
     stream_entries,
 )
-from tests.contract.sessions import KEY, admit, open_call
+from tests.contract.sessions import KEY, LEASE, admit, open_call
+from tests.e2e.processes import free_port
 from tests.faults.servers import DurableRedis
-from turngate.service.core import Command, Complete, Event, SessionKey, TurnAdmitted, TurnOutcome, TurnSettled
+from tests.waiting import eventually
+from turngate.service.core import (
+    Admit,
+    Command,
+    Complete,
+    Event,
+    SessionKey,
+    TurnAdmitted,
+    TurnOutcome,
+    TurnSettled,
+)
 from turngate.service.ports.store import StoreUnavailable
+from turngate.service.redis_url import RedisUrl
+from turngate.service.store.redis.feed import open_feed
 from turngate.service.store.redis.keys import Keyspace, member
 from turngate.service.store.redis.store import RedisStore
 
@@ -117,6 +134,51 @@ async def test_no_acknowledged_admission_or_settlement_is_lost_when_redis_is_kil
             await store.apply(key, Complete(active.turn_id, active.generation, TurnOutcome.FAILED))
         after_restart = await admit(store, key, "after-restart")
         assert after_restart.generation > max((generation for _, generation in admitted), default=0)
+
+
+def nothing_listening() -> str:
+    """The URL of a Redis Cluster none of whose nodes answers: one node, on a port nothing listens on."""
+    return f"redis+cluster://127.0.0.1:{free_port()}"
+
+
+async def test_a_cluster_none_of_whose_nodes_answers_fails_every_call_with_store_unavailable(
+    keys: Keyspace,
+) -> None:
+    """The cluster client finds no node to ask which serves what: it raises RedisClusterException
+    (from the last node's connection error), not a connection error."""
+    store = open_redis_store(nothing_listening(), keys)
+    try:
+        for call in (
+            store.apply(KEY, Admit("t1", "runner", LEASE)),
+            store.load(KEY),
+            store.events_after(KEY, 0, 10),
+            store.now(),
+            store.next_deadline(),
+            store.ping(),
+        ):
+            with pytest.raises(StoreUnavailable):
+                await call
+    finally:
+        await store.close()
+
+
+async def test_a_watch_feed_on_a_cluster_none_of_whose_nodes_answers_keeps_trying(
+    keys: Keyspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its reader asks the cluster where a watched session's bucket lives, and goes on asking."""
+    feed = open_feed(RedisUrl.parse(nothing_listening()), keys, REDIS_TIMEOUT_S)
+    feed.track(KEY, 0)
+    reading = asyncio.create_task(feed.run())
+    try:
+        with caplog.at_level(logging.WARNING, logger="turngate.service.store.redis.feed"):
+            await eventually(lambda: len(caplog.records) >= 2, timeout_s=WAIT_TIMEOUT_S)
+        assert not reading.done(), "the feed goes on"
+        assert all("Redis Cluster cannot be connected" in record.getMessage() for record in caplog.records)
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+        await feed.close()
 
 
 RedisCall = Callable[[Redis], Awaitable[object]]

@@ -113,9 +113,12 @@ _REFUSING_WRITES = ("NOREPLICAS ",)
 
 def unavailable(error: BaseException) -> bool:
     """Whether `error` is Redis being unavailable (see UNAVAILABLE_ERRORS), not a mistake: also a
-    server refusing writes with a reply redis-py has no class for."""
+    server refusing writes with a reply redis-py has no class for, and a cluster client that found
+    no node answering (it raises RedisClusterException, from the last node's connection error)."""
     if isinstance(error, UNAVAILABLE_ERRORS):
         return True
+    if isinstance(error, redis_errors.RedisClusterException):
+        return isinstance(error.__cause__, UNAVAILABLE_ERRORS)
     if isinstance(error, redis_errors.ResponseError):
         return str(error).startswith(_REFUSING_WRITES)
     return False

@@ -23,7 +23,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from turngate.service.core import Event, SessionKey
 from turngate.service.redis_url import RedisUrl
-from turngate.service.store.redis.connection import UNAVAILABLE_ERRORS, client_for
+from turngate.service.store.redis.connection import UNAVAILABLE_ERRORS, client_for, unavailable
 from turngate.service.store.redis.keys import Keyspace, LogEntries, epoch_of, log_event, log_id, seq_of
 
 _log = logging.getLogger(__name__)
@@ -93,7 +93,10 @@ class RedisLogFeed:
         while True:
             try:
                 await self._follow()
-            except _LOST as error:
+            except Exception as error:
+                # Also a cluster none of whose nodes answers, when the reader reconnects.
+                if not (isinstance(error, _LOST) or unavailable(error)):
+                    raise
                 _log.warning("watch feed lost redis, retrying: %s", error)
                 self._reader_id = None
                 await asyncio.sleep(_RETRY_S)
