@@ -268,3 +268,39 @@ async def test_a_live_watcher_gets_a_resync_snapshot_when_redis_loses_the_sessio
         await feed.close()
         await here.close()
         await elsewhere.close()
+
+
+async def test_a_feed_that_first_reads_a_log_redis_lost_and_wrote_again_as_far_gets_the_watcher_a_resync(
+    volatile_redis: VolatileRedis, keys: Keyspace
+) -> None:
+    """Replica A follows from seq 4 (its watcher's snapshot), and its feed has read nothing yet (its
+    first connection is slow, say: on a cluster it asks first where the session's bucket lives)
+    when Redis loses the session and replica B writes the new log's seqs 1 to 4: only the epoch
+    tells the feed that this log is not the one its watcher follows."""
+    here, elsewhere = open_redis_store(volatile_redis.url, keys), open_redis_store(volatile_redis.url, keys)
+    feed = RedisLogFeed(keys, fixed_endpoints(RedisUrl.parse(volatile_redis.url), REDIS_TIMEOUT_S))
+    hub = WatchHub(here, buffer=64, retention=1_000, feed=feed)
+    reading: asyncio.Task[None] | None = None
+    try:
+        await play_turn(elsewhere, KEY, "t1")
+        async with contextlib.aclosing(hub.follow(KEY, 0)) as stream:
+            [first] = await pulled(stream)
+            assert isinstance(first, Snapshot)
+            assert first.state.head == 4
+
+            await lose_everything(volatile_redis, here.ping, elsewhere.ping)
+            await play_turn(elsewhere, KEY, "t2")
+            reading = asyncio.create_task(feed.run())
+
+            [resync] = await pulled(stream)
+            assert isinstance(resync, Snapshot)
+            assert (resync.resync, resync.state) == (True, await here.load(KEY))
+            assert resync.state.epoch != first.state.epoch
+    finally:
+        if reading is not None:
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
+        await feed.close()
+        await here.close()
+        await elsewhere.close()
