@@ -1,5 +1,6 @@
-"""The Redis store when Redis fails: a private redis-server (AOF, fsync always) killed with SIGKILL
-mid-run and started again on the same directory, or answering but refusing writes."""
+"""The Redis store when Redis fails, on each topology: every data node of a private deployment
+(AOF, fsync always) killed with SIGKILL mid-run and started again on its directory, or every
+master answering but refusing writes."""
 
 from __future__ import annotations
 
@@ -7,11 +8,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import cast
 
 import pytest
-from redis.asyncio import Redis
 
 from tests.contract.backends import (
     REDIS_TIMEOUT_S,
@@ -22,7 +20,7 @@ from tests.contract.backends import (
 )
 from tests.contract.sessions import KEY, LEASE, admit, open_call
 from tests.e2e.processes import free_port
-from tests.faults.servers import DurableRedis
+from tests.faults.deployments import REFUSING_WRITES, PrivateRedis, Refusal, refusing_writes
 from tests.waiting import eventually
 from turngate.service.core import (
     Admit,
@@ -48,15 +46,15 @@ WAIT_TIMEOUT_S = 15.0
 ACKNOWLEDGED_BEFORE_KILL = 60
 
 
-async def contents(server: DurableRedis, keys: Keyspace) -> RedisContents:
-    """Everything the store keeps on `server`, read through a fresh connection."""
-    async with Redis.from_url(server.url) as client:
+async def contents(server: PrivateRedis, keys: Keyspace) -> RedisContents:
+    """Everything the store keeps on `server`, read through a fresh client."""
+    async with server.client() as client:
         return await redis_contents(client, keys)
 
 
-async def outbox_seqs(server: DurableRedis, keys: Keyspace, key: SessionKey) -> list[int]:
+async def outbox_seqs(server: PrivateRedis, keys: Keyspace, key: SessionKey) -> list[int]:
     """The last seq of each outbox entry written for `key`."""
-    async with Redis.from_url(server.url) as client:
+    async with server.client() as client:
         entries = await stream_entries(client, keys.outbox(keys.bucket(key)))
     return [int(fields[b"s"]) for _, fields in entries if fields[b"k"].decode() == member(key)]
 
@@ -69,14 +67,14 @@ def turns_in(events: list[Event]) -> tuple[set[tuple[str, int]], set[tuple[str, 
 
 
 async def test_redis_killed_between_read_and_write_fails_the_apply_and_writes_nothing(
-    redis_server: DurableRedis, store: RedisStore, keys: Keyspace
+    redis_server: PrivateRedis, store: RedisStore, keys: Keyspace
 ) -> None:
     generation = (await admit(store, KEY, "t1")).generation
     await store.apply(KEY, open_call("t1", generation, "c1"))
     before = await contents(redis_server, keys)
 
     async def kill_redis(_key: SessionKey, _command: Command) -> None:
-        redis_server.kill()
+        await redis_server.kill()
 
     store.before_write = kill_redis
     with pytest.raises(StoreUnavailable):
@@ -86,14 +84,14 @@ async def test_redis_killed_between_read_and_write_fails_the_apply_and_writes_no
         with pytest.raises(StoreUnavailable):
             await call
 
-    redis_server.start()
+    await redis_server.start()
     assert await contents(redis_server, keys) == before, "the document, its log and the outbox as they were"
     retried = await store.apply(KEY, open_call("t1", generation, "c2"))
     assert [e.seq for e in retried.events] == [3], "the same store goes on once Redis is back"
 
 
 async def test_no_acknowledged_admission_or_settlement_is_lost_when_redis_is_killed_and_restarted(
-    redis_server: DurableRedis, store: RedisStore, keys: Keyspace
+    redis_server: PrivateRedis, store: RedisStore, keys: Keyspace
 ) -> None:
     sessions = [SessionKey("project", f"session-{i}") for i in range(8)]
     admissions: dict[SessionKey, set[tuple[str, int]]] = {key: set() for key in sessions}
@@ -117,9 +115,9 @@ async def test_no_acknowledged_admission_or_settlement_is_lost_when_redis_is_kil
     async with asyncio.timeout(WAIT_TIMEOUT_S):
         workers = asyncio.gather(*(run_turns(key) for key in sessions))
         await enough.wait()
-        redis_server.kill()
+        await redis_server.kill()
         await workers
-    redis_server.start()
+    await redis_server.start()
 
     for key in sessions:
         events = await store.events_after(key, 0, 10_000)
@@ -181,51 +179,34 @@ async def test_a_watch_feed_on_a_cluster_none_of_whose_nodes_answers_keeps_tryin
         await feed.close()
 
 
-RedisCall = Callable[[Redis], Awaitable[object]]
-# How to make Redis refuse writes while it answers, and how to make it accept them again.
-REFUSING_WRITES: dict[str, tuple[RedisCall, RedisCall]] = {
-    "read-only-replica": (lambda c: c.replicaof("127.0.0.1", 1), lambda c: c.replicaof("NO", "ONE")),
-    "out-of-memory": (lambda c: c.config_set("maxmemory", 1), lambda c: c.config_set("maxmemory", 0)),
-    # A primary that lost its replicas, with the `min-replicas-to-write 1` the README asks for: NOREPLICAS.
-    "no-good-replicas": (
-        lambda c: c.config_set("min-replicas-to-write", 1),
-        lambda c: c.config_set("min-replicas-to-write", 0),
-    ),
-}
-
-
-@pytest.mark.parametrize(("refuse", "accept"), REFUSING_WRITES.values(), ids=REFUSING_WRITES.keys())
+@pytest.mark.parametrize(("topology", "refusal"), REFUSING_WRITES)
 async def test_redis_refusing_writes_fails_the_apply_with_store_unavailable_and_writes_nothing(
-    redis_server: DurableRedis, store: RedisStore, keys: Keyspace, refuse: RedisCall, accept: RedisCall
+    redis_server: PrivateRedis, store: RedisStore, keys: Keyspace, refusal: Refusal
 ) -> None:
     """A replica after a failover, a Redis out of memory, a primary that lost its replicas: it
     answers, but it will not write."""
     generation = (await admit(store, KEY, "t1")).generation
     before = await contents(redis_server, keys)
 
-    on_one_server = cast(Redis, store.client)
-    await refuse(on_one_server)
-    with pytest.raises(StoreUnavailable):
-        await store.apply(KEY, open_call("t1", generation, "c1"))
-    await accept(on_one_server)
+    async with refusing_writes(redis_server, refusal):
+        with pytest.raises(StoreUnavailable):
+            await store.apply(KEY, open_call("t1", generation, "c1"))
 
     assert await contents(redis_server, keys) == before
     assert [e.seq for e in (await store.apply(KEY, open_call("t1", generation, "c1"))).events] == [2]
 
 
-@pytest.mark.parametrize(("refuse", "accept"), REFUSING_WRITES.values(), ids=REFUSING_WRITES.keys())
+@pytest.mark.parametrize(("topology", "refusal"), REFUSING_WRITES)
 async def test_redis_refusing_writes_fails_the_health_probe_while_it_answers_ping_and_reads(
-    store: RedisStore, keys: Keyspace, refuse: RedisCall, accept: RedisCall
+    redis_server: PrivateRedis, store: RedisStore, keys: Keyspace, refusal: Refusal
 ) -> None:
     await store.ping()
 
-    on_one_server = cast(Redis, store.client)
-    await refuse(on_one_server)
-    assert await store.client.ping()
-    await store.load(KEY)
-    with pytest.raises(StoreUnavailable):
-        await store.ping()
-    await accept(on_one_server)
+    async with refusing_writes(redis_server, refusal):
+        assert await store.client.ping()
+        await store.load(KEY)
+        with pytest.raises(StoreUnavailable):
+            await store.ping()
 
     await store.ping()
     assert await store.client.exists(*keys.probe()) == 0
