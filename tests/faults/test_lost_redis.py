@@ -40,6 +40,7 @@ UNTOUCHED = SessionKey(PROJECT, "untouched")
 NEW = SessionKey(PROJECT, "new")
 # How long a watcher may wait for what was written: reached only when a test fails.
 PULL_TIMEOUT_S = 10.0
+FEED_LOGGER = "turngate.service.store.redis.feed"
 
 
 @pytest.fixture
@@ -339,7 +340,7 @@ async def test_a_feed_that_finds_redis_down_when_it_reconnects_retries_and_gets_
     once Redis is back the watcher learns that the session was lost."""
 
     def retries() -> int:
-        return sum("watch feed lost redis" in record.getMessage() for record in caplog.records)
+        return sum(record.name == FEED_LOGGER for record in caplog.records)
 
     async with two_replicas(volatile_redis, keys) as replicas:
         here, elsewhere = replicas.here, replicas.elsewhere
@@ -349,7 +350,7 @@ async def test_a_feed_that_finds_redis_down_when_it_reconnects_retries_and_gets_
             [first] = await pulled(stream)
             assert isinstance(first, Snapshot)
 
-            with caplog.at_level(logging.WARNING, logger="turngate.service.store.redis.feed"):
+            with caplog.at_level(logging.WARNING, logger=FEED_LOGGER):
                 await volatile_redis.kill()
                 # The lost read or a first failed connection, then a connection that failed.
                 await eventually(lambda: retries() >= 2)
