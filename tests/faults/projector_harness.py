@@ -2,6 +2,7 @@
 before it acknowledges anything: a replica dying between recording and acknowledging.
 
 Usage: python projector_harness.py REDIS_URL PREFIX BUCKETS LEDGER_URL CONSUMER
+(REDIS_URL of any topology: `redis://`, `redis+cluster://`, `redis+sentinel://`)
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import os
 import signal
 import sys
 
-from redis.asyncio import Redis
-
 from turngate.service.core import SessionKey
 from turngate.service.sql.engine import make_engine
+from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.projector import LedgerProjector
+
+# Each Redis call's bound, as the service's default (Settings.redis_timeout).
+REDIS_TIMEOUT_S = 2.0
 
 
 async def die(_key: SessionKey, _cursor: int) -> None:
@@ -25,7 +28,7 @@ async def die(_key: SessionKey, _cursor: int) -> None:
 
 async def main(redis_url: str, prefix: str, buckets: str, ledger_url: str, consumer: str) -> None:
     projector = LedgerProjector(
-        Redis.from_url(redis_url),
+        connect(redis_url, REDIS_TIMEOUT_S),
         Keyspace(prefix=prefix, buckets=int(buckets)),
         make_engine(ledger_url),
         consumer=consumer,

@@ -1,23 +1,24 @@
-"""Redis loses its data (a private redis-server without persistence, killed and started again) under
-sessions that go on: the session starts a new epoch at seq 1, the ledger keeps what it had and
-records the new log as a new run, the loss is logged and counted, and watchers get a resync
-snapshot instead of the new log's events as if they followed the old ones."""
+"""Redis loses its data (every data node of a private deployment without persistence, of each
+topology, killed and started again) under sessions that go on: the session starts a new epoch at
+seq 1, the ledger keeps what it had and records the new log as a new run, the loss is logged and
+counted, and watchers get a resync snapshot instead of the new log's events as if they followed
+the old ones."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
 import pytest
-from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.contract.backends import REDIS_TIMEOUT_S, open_redis_store
 from tests.contract.projection import ledger_rows, log_of, marks, play_turn
-from tests.faults.servers import VolatileRedis
+from tests.faults.deployments import PrivateRedis
 from tests.waiting import eventually
 from turngate.service.core import Event, SessionKey, TurnOutcome
 from turngate.service.ledger.cursors import Position
@@ -26,7 +27,7 @@ from turngate.service.ports.store import StoreUnavailable
 from turngate.service.redis_url import RedisUrl
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.tables import ledger_cursors
-from turngate.service.store.redis.feed import RedisLogFeed, fixed_endpoints
+from turngate.service.store.redis.feed import ClusterLogFeed, RedisLogFeed, open_feed
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.projector import LedgerProjector
 from turngate.service.store.redis.store import RedisStore
@@ -39,6 +40,7 @@ UNTOUCHED = SessionKey(PROJECT, "untouched")
 NEW = SessionKey(PROJECT, "new")
 # How long a watcher may wait for what was written: reached only when a test fails.
 PULL_TIMEOUT_S = 10.0
+FEED_LOGGER = "turngate.service.store.redis.feed"
 
 
 @pytest.fixture
@@ -49,7 +51,7 @@ async def ledger(ledger_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @pytest.fixture
-async def store(volatile_redis: VolatileRedis, keys: Keyspace) -> AsyncIterator[RedisStore]:
+async def store(volatile_redis: PrivateRedis, keys: Keyspace) -> AsyncIterator[RedisStore]:
     store = open_redis_store(volatile_redis.url, keys)
     yield store
     await store.close()
@@ -57,10 +59,10 @@ async def store(volatile_redis: VolatileRedis, keys: Keyspace) -> AsyncIterator[
 
 @pytest.fixture
 async def projector(
-    volatile_redis: VolatileRedis, keys: Keyspace, ledger: AsyncEngine
+    volatile_redis: PrivateRedis, keys: Keyspace, ledger: AsyncEngine
 ) -> AsyncIterator[LedgerProjector]:
     projector = LedgerProjector(
-        Redis.from_url(volatile_redis.url),
+        volatile_redis.client(),
         keys,
         ledger,
         consumer="projector",
@@ -97,17 +99,17 @@ def answers(call: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[boo
     return check
 
 
-async def lose_everything(server: VolatileRedis, *calls: Callable[[], Awaitable[object]]) -> None:
+async def lose_everything(server: PrivateRedis, *calls: Callable[[], Awaitable[object]]) -> None:
     """Restarts Redis empty; returns once each of `calls` answers (the first call on a connection
     the restart cut fails, as it would in a replica, and the next one reconnects)."""
-    server.kill()
-    server.start()
+    await server.kill()
+    await server.start()
     for call in calls:
         await eventually(answers(call))
 
 
 async def test_the_ledger_keeps_the_lost_epochs_turns_and_records_the_new_log_as_a_new_run(
-    volatile_redis: VolatileRedis,
+    volatile_redis: PrivateRedis,
     store: RedisStore,
     projector: LedgerProjector,
     ledger: AsyncEngine,
@@ -159,13 +161,13 @@ async def test_the_ledger_keeps_the_lost_epochs_turns_and_records_the_new_log_as
 
 
 async def test_an_acknowledgement_of_the_lost_epoch_leaves_the_new_logs_mark_alone(
-    volatile_redis: VolatileRedis, keys: Keyspace, ledger: AsyncEngine
+    volatile_redis: PrivateRedis, keys: Keyspace, ledger: AsyncEngine
 ) -> None:
     """The ledger commits epoch 1 up to seq 4; before the projector acknowledges, Redis loses
     everything and the session writes epoch 2's seqs 1 to 4. Raising the mark to 4 then would let
     the store trim epoch 2's events before the ledger has them."""
     store = open_redis_store(volatile_redis.url, keys, retention=2)
-    redis = Redis.from_url(volatile_redis.url)
+    redis = volatile_redis.client()
     await play_turn(store, KEY, "t1")
 
     async def lose_then_write_again(_key: SessionKey, _cursor: int) -> None:
@@ -173,7 +175,7 @@ async def test_an_acknowledgement_of_the_lost_epoch_leaves_the_new_logs_mark_alo
         await play_turn(store, KEY, "t2")
 
     doomed = LedgerProjector(
-        Redis.from_url(volatile_redis.url),
+        volatile_redis.client(),
         keys,
         ledger,
         consumer="doomed",
@@ -206,7 +208,7 @@ async def pulled(stream: AsyncGenerator[Snapshot | Event, None], n: int = 1) -> 
 
 
 async def test_a_watcher_resuming_with_a_cursor_of_the_lost_epoch_gets_a_resync_snapshot(
-    volatile_redis: VolatileRedis, store: RedisStore
+    volatile_redis: PrivateRedis, store: RedisStore
 ) -> None:
     """The new log has passed the old cursor: only the epoch tells it is not the log it came from."""
     hub = WatchHub(store, buffer=64, retention=1_000)
@@ -230,22 +232,63 @@ async def test_a_watcher_resuming_with_a_cursor_of_the_lost_epoch_gets_a_resync_
         ]
 
 
+@dataclass
+class Replicas:
+    """Replica A, whose watch hub follows through its feed what replica B writes."""
+
+    here: RedisStore
+    elsewhere: RedisStore
+    feed: RedisLogFeed | ClusterLogFeed
+    hub: WatchHub
+    # The seqs A's feed has read, in order.
+    fed: list[int] = field(default_factory=list)
+    reading: asyncio.Task[None] | None = None
+
+    def read(self) -> None:
+        """Starts A's feed reading."""
+        self.reading = asyncio.create_task(self.feed.run())
+
+
+@contextlib.asynccontextmanager
+async def two_replicas(redis: PrivateRedis, keys: Keyspace) -> AsyncIterator[Replicas]:
+    """Replicas A and B on `redis`; A's feed reads only once `read()` is called."""
+    here, elsewhere = open_redis_store(redis.url, keys), open_redis_store(redis.url, keys)
+    feed = open_feed(RedisUrl.parse(redis.url), keys, REDIS_TIMEOUT_S)
+    replicas = Replicas(here, elsewhere, feed, WatchHub(here, buffer=64, retention=1_000, feed=feed))
+
+    def deliver(key: SessionKey, events: Sequence[Event]) -> None:
+        replicas.fed.extend(event.seq for event in events)
+        replicas.hub.deliver(key, events)
+
+    feed.deliver_to(deliver)
+    try:
+        yield replicas
+    finally:
+        if replicas.reading is not None:
+            replicas.reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await replicas.reading
+        await feed.close()
+        await here.close()
+        await elsewhere.close()
+
+
 async def test_a_live_watcher_gets_a_resync_snapshot_when_redis_loses_the_session_under_it(
-    volatile_redis: VolatileRedis, keys: Keyspace
+    volatile_redis: PrivateRedis, keys: Keyspace
 ) -> None:
     """The watcher is on replica A, the writes go through replica B: A's feed reads them back."""
-    here, elsewhere = open_redis_store(volatile_redis.url, keys), open_redis_store(volatile_redis.url, keys)
-    feed = RedisLogFeed(keys, fixed_endpoints(RedisUrl.parse(volatile_redis.url), REDIS_TIMEOUT_S))
-    hub = WatchHub(here, buffer=64, retention=1_000, feed=feed)
-    reading = asyncio.create_task(feed.run())
-    try:
+    async with two_replicas(volatile_redis, keys) as replicas:
+        here, elsewhere = replicas.here, replicas.elsewhere
+        replicas.read()
         await play_turn(elsewhere, KEY, "t1")
-        async with contextlib.aclosing(hub.follow(KEY, 0)) as stream:
+        async with contextlib.aclosing(replicas.hub.follow(KEY, 0)) as stream:
             [first] = await pulled(stream)
             assert isinstance(first, Snapshot)
             assert first.state.head == 4
             await play_turn(elsewhere, KEY, "t2")
             assert [item.seq for item in await pulled(stream, 4) if isinstance(item, Event)] == [5, 6, 7, 8]
+            # The watcher may have had them from the log (its replay) before the feed read them.
+            await eventually(lambda: replicas.fed[-1:] == [8])
 
             await lose_everything(volatile_redis, here.ping, elsewhere.ping)
             await play_turn(elsewhere, KEY, "t3")  # seqs 1 to 4 again, below where the feed was
@@ -261,10 +304,64 @@ async def test_a_live_watcher_gets_a_resync_snapshot_when_redis_loses_the_sessio
             assert [(e.epoch, e.seq) for e in after if isinstance(e, Event)] == [
                 (epoch, seq) for seq in range(head + 1, 9)
             ]
-    finally:
-        reading.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reading
-        await feed.close()
-        await here.close()
-        await elsewhere.close()
+
+
+async def test_a_feed_that_first_reads_a_log_redis_lost_and_wrote_again_as_far_gets_the_watcher_a_resync(
+    volatile_redis: PrivateRedis, keys: Keyspace
+) -> None:
+    """A follows from seq 4 (its watcher's snapshot), and its feed has read nothing yet (its first
+    connection is slow, say: on a cluster it asks first where the session's bucket lives) when
+    Redis loses the session and B writes the new log's seqs 1 to 4: only the epoch tells the feed
+    that this log is not the one its watcher follows."""
+    async with two_replicas(volatile_redis, keys) as replicas:
+        here, elsewhere = replicas.here, replicas.elsewhere
+        await play_turn(elsewhere, KEY, "t1")
+        async with contextlib.aclosing(replicas.hub.follow(KEY, 0)) as stream:
+            [first] = await pulled(stream)
+            assert isinstance(first, Snapshot)
+            assert first.state.head == 4
+
+            await lose_everything(volatile_redis, here.ping, elsewhere.ping)
+            await play_turn(elsewhere, KEY, "t2")
+            replicas.read()
+
+            [resync] = await pulled(stream)
+            assert isinstance(resync, Snapshot)
+            assert (resync.resync, resync.state) == (True, await here.load(KEY))
+            assert resync.state.epoch != first.state.epoch
+            assert replicas.fed == [1, 2, 3, 4], "the new log, from its start"
+
+
+async def test_a_feed_that_finds_redis_down_when_it_reconnects_retries_and_gets_the_watcher_a_resync(
+    volatile_redis: PrivateRedis, keys: Keyspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A's feed loses its connection and tries again, twice at least, while no data node runs: it
+    keeps trying (on a cluster too, where finding no node at all is an error of its own), and
+    once Redis is back the watcher learns that the session was lost."""
+
+    def retries() -> int:
+        return sum(record.name == FEED_LOGGER for record in caplog.records)
+
+    async with two_replicas(volatile_redis, keys) as replicas:
+        here, elsewhere = replicas.here, replicas.elsewhere
+        replicas.read()
+        await play_turn(elsewhere, KEY, "t1")
+        async with contextlib.aclosing(replicas.hub.follow(KEY, 0)) as stream:
+            [first] = await pulled(stream)
+            assert isinstance(first, Snapshot)
+
+            with caplog.at_level(logging.WARNING, logger=FEED_LOGGER):
+                await volatile_redis.kill()
+                # The lost read or a first failed connection, then a connection that failed.
+                await eventually(lambda: retries() >= 2)
+            assert replicas.reading is not None
+            assert not replicas.reading.done(), "the feed goes on"
+            await volatile_redis.start()
+            for call in (here.ping, elsewhere.ping):
+                await eventually(answers(call))
+            await play_turn(elsewhere, KEY, "t2")
+
+            [resync] = await pulled(stream)
+            assert isinstance(resync, Snapshot)
+            assert resync.resync
+            assert resync.state.epoch == (await here.load(KEY)).epoch != first.state.epoch

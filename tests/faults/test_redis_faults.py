@@ -1,25 +1,40 @@
-"""The Redis store when Redis fails: a private redis-server (AOF, fsync always) killed with SIGKILL
-mid-run and started again on the same directory, or answering but refusing writes."""
+"""The Redis store when Redis fails, on each topology: every data node of a private deployment
+(AOF, fsync always) killed with SIGKILL mid-run and started again on its directory, or every
+master answering but refusing writes."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Awaitable, Callable
-from typing import cast
+import logging
 
 import pytest
-from redis.asyncio import Redis
 
 from tests.contract.backends import (
+    REDIS_TIMEOUT_S,
     RedisContents,
+    open_redis_store,
     redis_contents,
     stream_entries,
 )
-from tests.contract.sessions import KEY, admit, open_call
-from tests.faults.servers import DurableRedis
-from turngate.service.core import Command, Complete, Event, SessionKey, TurnAdmitted, TurnOutcome, TurnSettled
+from tests.contract.sessions import KEY, LEASE, admit, open_call
+from tests.e2e.processes import free_port
+from tests.faults.deployments import REFUSING_WRITES, PrivateRedis, Refusal, refusing_writes
+from tests.waiting import eventually
+from turngate.service.core import (
+    Admit,
+    Command,
+    Complete,
+    Event,
+    SessionKey,
+    TurnAdmitted,
+    TurnOutcome,
+    TurnSettled,
+)
 from turngate.service.ports.store import StoreUnavailable
+from turngate.service.redis_url import RedisUrl
+from turngate.service.store.redis.feed import open_feed
 from turngate.service.store.redis.keys import Keyspace, member
 from turngate.service.store.redis.store import RedisStore
 
@@ -29,17 +44,18 @@ pytestmark = pytest.mark.redis
 WAIT_TIMEOUT_S = 15.0
 # Admissions plus settlements acknowledged before Redis is killed under the workload.
 ACKNOWLEDGED_BEFORE_KILL = 60
+FEED_LOGGER = "turngate.service.store.redis.feed"
 
 
-async def contents(server: DurableRedis, keys: Keyspace) -> RedisContents:
-    """Everything the store keeps on `server`, read through a fresh connection."""
-    async with Redis.from_url(server.url) as client:
+async def contents(server: PrivateRedis, keys: Keyspace) -> RedisContents:
+    """Everything the store keeps on `server`, read through a fresh client."""
+    async with server.client() as client:
         return await redis_contents(client, keys)
 
 
-async def outbox_seqs(server: DurableRedis, keys: Keyspace, key: SessionKey) -> list[int]:
+async def outbox_seqs(server: PrivateRedis, keys: Keyspace, key: SessionKey) -> list[int]:
     """The last seq of each outbox entry written for `key`."""
-    async with Redis.from_url(server.url) as client:
+    async with server.client() as client:
         entries = await stream_entries(client, keys.outbox(keys.bucket(key)))
     return [int(fields[b"s"]) for _, fields in entries if fields[b"k"].decode() == member(key)]
 
@@ -52,14 +68,14 @@ def turns_in(events: list[Event]) -> tuple[set[tuple[str, int]], set[tuple[str, 
 
 
 async def test_redis_killed_between_read_and_write_fails_the_apply_and_writes_nothing(
-    redis_server: DurableRedis, store: RedisStore, keys: Keyspace
+    redis_server: PrivateRedis, store: RedisStore, keys: Keyspace
 ) -> None:
     generation = (await admit(store, KEY, "t1")).generation
     await store.apply(KEY, open_call("t1", generation, "c1"))
     before = await contents(redis_server, keys)
 
     async def kill_redis(_key: SessionKey, _command: Command) -> None:
-        redis_server.kill()
+        await redis_server.kill()
 
     store.before_write = kill_redis
     with pytest.raises(StoreUnavailable):
@@ -69,14 +85,14 @@ async def test_redis_killed_between_read_and_write_fails_the_apply_and_writes_no
         with pytest.raises(StoreUnavailable):
             await call
 
-    redis_server.start()
+    await redis_server.start()
     assert await contents(redis_server, keys) == before, "the document, its log and the outbox as they were"
     retried = await store.apply(KEY, open_call("t1", generation, "c2"))
     assert [e.seq for e in retried.events] == [3], "the same store goes on once Redis is back"
 
 
 async def test_no_acknowledged_admission_or_settlement_is_lost_when_redis_is_killed_and_restarted(
-    redis_server: DurableRedis, store: RedisStore, keys: Keyspace
+    redis_server: PrivateRedis, store: RedisStore, keys: Keyspace
 ) -> None:
     sessions = [SessionKey("project", f"session-{i}") for i in range(8)]
     admissions: dict[SessionKey, set[tuple[str, int]]] = {key: set() for key in sessions}
@@ -100,9 +116,9 @@ async def test_no_acknowledged_admission_or_settlement_is_lost_when_redis_is_kil
     async with asyncio.timeout(WAIT_TIMEOUT_S):
         workers = asyncio.gather(*(run_turns(key) for key in sessions))
         await enough.wait()
-        redis_server.kill()
+        await redis_server.kill()
         await workers
-    redis_server.start()
+    await redis_server.start()
 
     for key in sessions:
         events = await store.events_after(key, 0, 10_000)
@@ -119,45 +135,83 @@ async def test_no_acknowledged_admission_or_settlement_is_lost_when_redis_is_kil
         assert after_restart.generation > max((generation for _, generation in admitted), default=0)
 
 
-RedisCall = Callable[[Redis], Awaitable[object]]
-# How to make Redis refuse writes while it answers, and how to make it accept them again.
-REFUSING_WRITES: dict[str, tuple[RedisCall, RedisCall]] = {
-    "read-only-replica": (lambda c: c.replicaof("127.0.0.1", 1), lambda c: c.replicaof("NO", "ONE")),
-    "out-of-memory": (lambda c: c.config_set("maxmemory", 1), lambda c: c.config_set("maxmemory", 0)),
-}
+def nothing_listening() -> str:
+    """The URL of a Redis Cluster none of whose nodes answers: one node, on a port nothing listens on."""
+    return f"redis+cluster://127.0.0.1:{free_port()}"
 
 
-@pytest.mark.parametrize(("refuse", "accept"), REFUSING_WRITES.values(), ids=REFUSING_WRITES.keys())
-async def test_redis_refusing_writes_fails_the_apply_with_store_unavailable_and_writes_nothing(
-    redis_server: DurableRedis, store: RedisStore, keys: Keyspace, refuse: RedisCall, accept: RedisCall
+async def test_a_cluster_none_of_whose_nodes_answers_fails_every_call_with_store_unavailable(
+    keys: Keyspace,
 ) -> None:
-    """A replica after a failover, or a Redis out of memory: it answers, but it will not write."""
+    """The cluster client finds no node to ask which serves what: it raises RedisClusterException
+    (from the last node's connection error), not a connection error."""
+    store = open_redis_store(nothing_listening(), keys)
+    try:
+        for call in (
+            store.apply(KEY, Admit("t1", "runner", LEASE)),
+            store.load(KEY),
+            store.events_after(KEY, 0, 10),
+            store.now(),
+            store.next_deadline(),
+            store.ping(),
+        ):
+            with pytest.raises(StoreUnavailable):
+                await call
+    finally:
+        await store.close()
+
+
+async def test_a_watch_feed_on_a_cluster_none_of_whose_nodes_answers_keeps_trying(
+    keys: Keyspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its reader asks the cluster where a watched session's bucket lives, and goes on asking."""
+    feed = open_feed(RedisUrl.parse(nothing_listening()), keys, REDIS_TIMEOUT_S)
+    feed.track(KEY, 0)
+    reading = asyncio.create_task(feed.run())
+
+    def retries() -> list[str]:
+        return [record.getMessage() for record in caplog.records if record.name == FEED_LOGGER]
+
+    try:
+        with caplog.at_level(logging.WARNING, logger=FEED_LOGGER):
+            await eventually(lambda: len(retries()) >= 2, timeout_s=WAIT_TIMEOUT_S)
+        assert not reading.done(), "the feed goes on"
+        assert all("Redis Cluster cannot be connected" in message for message in retries())
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+        await feed.close()
+
+
+@pytest.mark.parametrize(("topology", "refusal"), REFUSING_WRITES)
+async def test_redis_refusing_writes_fails_the_apply_with_store_unavailable_and_writes_nothing(
+    redis_server: PrivateRedis, store: RedisStore, keys: Keyspace, refusal: Refusal
+) -> None:
+    """A replica after a failover, a Redis out of memory, a primary that lost its replicas: it
+    answers, but it will not write."""
     generation = (await admit(store, KEY, "t1")).generation
     before = await contents(redis_server, keys)
 
-    on_one_server = cast(Redis, store.client)
-    await refuse(on_one_server)
-    with pytest.raises(StoreUnavailable):
-        await store.apply(KEY, open_call("t1", generation, "c1"))
-    await accept(on_one_server)
+    async with refusing_writes(redis_server, refusal):
+        with pytest.raises(StoreUnavailable):
+            await store.apply(KEY, open_call("t1", generation, "c1"))
 
     assert await contents(redis_server, keys) == before
     assert [e.seq for e in (await store.apply(KEY, open_call("t1", generation, "c1"))).events] == [2]
 
 
-@pytest.mark.parametrize(("refuse", "accept"), REFUSING_WRITES.values(), ids=REFUSING_WRITES.keys())
+@pytest.mark.parametrize(("topology", "refusal"), REFUSING_WRITES)
 async def test_redis_refusing_writes_fails_the_health_probe_while_it_answers_ping_and_reads(
-    store: RedisStore, keys: Keyspace, refuse: RedisCall, accept: RedisCall
+    redis_server: PrivateRedis, store: RedisStore, keys: Keyspace, refusal: Refusal
 ) -> None:
     await store.ping()
 
-    on_one_server = cast(Redis, store.client)
-    await refuse(on_one_server)
-    assert await store.client.ping()
-    await store.load(KEY)
-    with pytest.raises(StoreUnavailable):
-        await store.ping()
-    await accept(on_one_server)
+    async with refusing_writes(redis_server, refusal):
+        assert await store.client.ping()
+        await store.load(KEY)
+        with pytest.raises(StoreUnavailable):
+            await store.ping()
 
     await store.ping()
     assert await store.client.exists(*keys.probe()) == 0

@@ -470,6 +470,12 @@ class RedisCluster(_Topology):
 
         return await _wait_for(f"redis-server {node.port} to rejoin as a replica", rejoined)
 
+    async def wait_until_settled(self) -> list[ClusterMember]:
+        """Waits until the cluster is whole again (every node restarted, say): 3 masters serving
+        every slot, 3 replicas linked to them, every reachable node agreeing and saying
+        `cluster_state:ok`; returns the members."""
+        return await _wait_for("the cluster to settle", self._settled_as_created)
+
     async def _create(self) -> None:
         """`redis-cli --cluster create` of every node, one replica per master."""
         addresses = [f"{HOST}:{node.port}" for node in self.nodes]
@@ -666,6 +672,21 @@ class RedisSentinel(_Topology):
         return await _wait_for(
             f"redis-server {node.port} to rejoin as a replica", lambda: self._watched(node)
         )
+
+    async def wait_until_settled(self) -> RedisProcess:
+        """Waits until the sentinels agree on a primary that says (ROLE) it is a master, the other
+        data node is linked to it as its replica, and every reachable sentinel sees both so (every
+        data node restarted, say); returns the primary."""
+
+        async def settled() -> RedisProcess:
+            primary = await self.primary()
+            role = await primary.query("ROLE")
+            if role[0] != b"master":
+                raise _NotYet(f"redis-server {primary.port} is named primary but is not one: {role}")
+            [replica] = [node for node in self.data_nodes if node is not primary]
+            return await self._watched(replica)
+
+        return await _wait_for("the sentinels' deployment to settle", settled)
 
     async def _watched(self, replica: RedisProcess) -> RedisProcess:
         """The primary, once `replica` replicates it and every reachable sentinel sees it up, sees

@@ -46,7 +46,7 @@ class FakeFeed:
     def deliver_to(self, deliver: Deliver) -> None:
         self._deliver = deliver
 
-    def track(self, key: SessionKey, after_seq: int) -> None:
+    def track(self, key: SessionKey, after_seq: int, epoch: int = NO_EPOCH) -> None:
         self.calls.append(("track", key, after_seq))
         self.tracking.set()
 

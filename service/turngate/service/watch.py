@@ -60,8 +60,9 @@ class Feed(Protocol):
         """Where the events it reads go (the hub)."""
         ...
 
-    def track(self, key: SessionKey, after_seq: int) -> None:
-        """Starts following `key` after `after_seq` (a no-op if already followed)."""
+    def track(self, key: SessionKey, after_seq: int, epoch: int = NO_EPOCH) -> None:
+        """Starts following `key` after `after_seq` of its log of `epoch` (NO_EPOCH: not known), a
+        no-op if already followed."""
         ...
 
     def untrack(self, key: SessionKey) -> None: ...
@@ -164,7 +165,7 @@ class WatchHub:
         try:
             state = await self._store.load(key)
             if self._feed is not None:
-                self._feed.track(key, state.head)
+                self._feed.track(key, state.head, state.epoch)
             following, cursor = state.epoch, after_seq
             if after_seq == 0 or not self._resumable(state, after_seq, epoch):
                 yield Snapshot(state, await self._store.now(), resync=after_seq != 0)

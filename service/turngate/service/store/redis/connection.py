@@ -105,20 +105,38 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     redis_errors.SlotNotCoveredError,
     OSError,
 )
+# Replies of a server that answers but refuses writes, which redis-py raises as a plain
+# ResponseError: fewer good replicas than min-replicas-to-write asks for (a primary that lost its
+# replicas, with the `min-replicas-to-write 1` the README asks for).
+_REFUSING_WRITES = ("NOREPLICAS ",)
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether `error` is Redis being unavailable (see UNAVAILABLE_ERRORS), not a mistake: also a
+    server refusing writes with a reply redis-py has no class for, and a cluster client that found
+    no node answering (it raises RedisClusterException, from the last node's connection error)."""
+    if isinstance(error, UNAVAILABLE_ERRORS):
+        return True
+    if isinstance(error, redis_errors.RedisClusterException):
+        return isinstance(error.__cause__, UNAVAILABLE_ERRORS)
+    if isinstance(error, redis_errors.ResponseError):
+        return str(error).startswith(_REFUSING_WRITES)
+    return False
 
 
 @contextmanager
 def unavailable_on_failure() -> Iterator[None]:
     """Redis unreachable, timing out, failing over, still loading its data, or refusing writes (a
-    replica after a failover, out of memory): the store is unavailable."""
+    replica after a failover, out of memory, a primary without its replicas): the store is
+    unavailable."""
     try:
         yield
-    except UNAVAILABLE_ERRORS as exc:
-        raise StoreUnavailable(f"redis unavailable: {exc}") from exc
-    except AttributeError as exc:
-        if not _lost_under_redis_py(exc):
-            raise
-        raise StoreUnavailable(f"redis unavailable: a connection closed under the call ({exc})") from exc
+    except Exception as exc:
+        if unavailable(exc):
+            raise StoreUnavailable(f"redis unavailable: {exc}") from exc
+        if isinstance(exc, AttributeError) and _lost_under_redis_py(exc):
+            raise StoreUnavailable(f"redis unavailable: a connection closed under the call ({exc})") from exc
+        raise
 
 
 def _lost_under_redis_py(error: AttributeError) -> bool:

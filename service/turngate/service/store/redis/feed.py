@@ -6,8 +6,9 @@ UNBLOCK) so a new session is followed at once. On a Redis Cluster one XREAD may 
 slot only, so there is one such reader per bucket that has watched sessions, each on the node
 that owns the bucket's slot, found again after a failover. Positions are seqs, so nothing is read
 twice and nothing is skipped across reconnects. After a reconnect, a log that Redis lost and
-started again (its newest entry behind the position, or of another epoch than the events read
-from it) is read from its start: its events reach the hub, which resyncs the session's watchers.
+started again (its newest entry behind the position, or of another epoch than the position's: the
+events read from it, or the one named when it was first followed) is read from its start: its
+events reach the hub, which resyncs the session's watchers.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from turngate.service.core import Event, SessionKey
+from turngate.service.core import NO_EPOCH, Event, SessionKey
 from turngate.service.redis_url import RedisUrl
-from turngate.service.store.redis.connection import UNAVAILABLE_ERRORS, client_for
+from turngate.service.store.redis.connection import UNAVAILABLE_ERRORS, client_for, unavailable
 from turngate.service.store.redis.keys import Keyspace, LogEntries, epoch_of, log_event, log_id, seq_of
 
 _log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class RedisLogFeed:
         self._reader: Redis | None = None
         self._control: Redis | None = None
         self._positions: dict[SessionKey, int] = {}
-        # The epoch of the events last delivered from each log.
+        # The epoch of each log's position: of the events last delivered from it, or named by `track`.
         self._epochs: dict[SessionKey, int] = {}
         self._changed = asyncio.Event()
         self._reads = 0  # which XREAD is in flight, so an interruption targets that one only
@@ -67,9 +68,13 @@ class RedisLogFeed:
     def deliver_to(self, deliver: Deliver) -> None:
         self._deliver = deliver
 
-    def track(self, key: SessionKey, after_seq: int) -> None:
+    def track(self, key: SessionKey, after_seq: int, epoch: int = NO_EPOCH) -> None:
         if key not in self._positions:
             self._positions[key] = after_seq
+            # Without it, a log Redis lost and wrote again as far as the position before the first
+            # read would be taken for the one followed, and its events up to there skipped.
+            if epoch != NO_EPOCH:
+                self._epochs[key] = epoch
             self._changed.set()
             task = asyncio.get_running_loop().create_task(self._interrupt(self._reads))
             self._interruptions.add(task)
@@ -93,7 +98,10 @@ class RedisLogFeed:
         while True:
             try:
                 await self._follow()
-            except _LOST as error:
+            except Exception as error:
+                # Also a cluster none of whose nodes answers, when the reader reconnects.
+                if not (isinstance(error, _LOST) or unavailable(error)):
+                    raise
                 _log.warning("watch feed lost redis, retrying: %s", error)
                 self._reader_id = None
                 await asyncio.sleep(_RETRY_S)
@@ -127,9 +135,10 @@ class RedisLogFeed:
                         self._deliver(key, events)
 
     async def _restart_lost_logs(self, client: Redis) -> None:
-        """Follows from its start each log Redis lost and started again while this feed was away
-        (one that grew past the position before any event was read from it reaches the hub all
-        the same: from the position on, in a new epoch)."""
+        """Follows from its start each log Redis lost and started again while this feed was away,
+        or before its first read: its newest entry is behind the position, or of another epoch than
+        the position's (a log followed from a session never written has none: it is followed from
+        its start already)."""
         keys = list(self._positions)
         if not keys:
             return
@@ -188,8 +197,8 @@ class ClusterLogFeed:
         for feed in self._buckets.values():
             feed.deliver_to(deliver)
 
-    def track(self, key: SessionKey, after_seq: int) -> None:
-        self._buckets[self._keys.bucket(key)].track(key, after_seq)
+    def track(self, key: SessionKey, after_seq: int, epoch: int = NO_EPOCH) -> None:
+        self._buckets[self._keys.bucket(key)].track(key, after_seq, epoch)
 
     def untrack(self, key: SessionKey) -> None:
         self._buckets[self._keys.bucket(key)].untrack(key)
