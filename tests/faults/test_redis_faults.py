@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -34,8 +35,11 @@ from turngate.service.core import (
 )
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.redis_url import RedisUrl
+from turngate.service.sql.engine import make_engine
+from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.feed import open_feed
 from turngate.service.store.redis.keys import Keyspace, member
+from turngate.service.store.redis.projector import LedgerProjector
 from turngate.service.store.redis.store import RedisStore
 
 pytestmark = pytest.mark.redis
@@ -182,6 +186,22 @@ async def test_a_watch_feed_on_a_cluster_none_of_whose_nodes_answers_keeps_tryin
         with contextlib.suppress(asyncio.CancelledError):
             await reading
         await feed.close()
+
+
+async def test_a_projector_on_a_cluster_none_of_whose_nodes_answers_is_unavailable(
+    keys: Keyspace, tmp_path: Path
+) -> None:
+    """Its loop is retried quietly, as for any Redis outage, instead of failing with a traceback."""
+    ledger = make_engine(f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}")
+    redis = connect(nothing_listening(), REDIS_TIMEOUT_S)
+    projector = LedgerProjector(redis, keys, ledger, consumer="p", reclaim_idle=1.0, max_deliveries=3)
+    try:
+        for call in (projector.create_groups(), projector.poll()):
+            with pytest.raises(StoreUnavailable):
+                await call
+    finally:
+        await projector.close()
+        await ledger.dispose()
 
 
 @pytest.mark.parametrize(("topology", "refusal"), REFUSING_WRITES)

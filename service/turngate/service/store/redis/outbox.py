@@ -128,10 +128,11 @@ def described(exc: BaseException) -> str:
 @contextmanager
 def redis_unavailable() -> Iterator[None]:
     """Any Redis error pauses projection and is never blamed on an event: the entries stay
-    pending. (A missing consumer group, after Redis lost its data, is recreated on the retry.)"""
+    pending. (A missing consumer group, after Redis lost its data, is recreated on the retry.) A
+    cluster client that found no node answering raises RedisClusterException, no RedisError."""
     try:
         yield
-    except (redis_errors.RedisError, OSError) as exc:
+    except (redis_errors.RedisError, redis_errors.RedisClusterException, OSError) as exc:
         raise StoreUnavailable(f"redis: {exc}") from exc
 
 
