@@ -48,6 +48,7 @@ class SessionService:
                             yield snapshot_response(query.key, item)
                         elif not query.turn_id or item.turn_id == query.turn_id:
                             yield self._encoded.response(query.key, item)
+                        del item  # a waiting stream keeps no snapshot (a document) nor event
         except grpc.aio.AbortError:
             raise
         except WatchLimit as over:
