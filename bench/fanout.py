@@ -170,6 +170,8 @@ class Servers:
         )
 
     async def turngate(self, name: str, redis: str | None = None) -> Server:
+        """`turngate serve` on a SQLite file of its own; with `redis`, in redis mode as in
+        production (`--no-projector`, and a `turngate project` process writing a SQLite ledger)."""
         self._count += 1
         root = self._logs / f"turngate-{self._count}"
         root.mkdir()
@@ -177,11 +179,18 @@ class Servers:
         if redis is not None:
             store = ["--store", redis, "--ledger", f"sqlite+aiosqlite:///{root / 'ledger.db'}"]
         env = {**self._env, "TURNGATE_REDIS_PREFIX": f"{self._prefix}-{self._count}"}
+        projection = [] if redis is None else ["--no-projector"]
 
         def argv(port: int) -> list[str]:
-            return [TURNGATE, "serve", "--listen", f"127.0.0.1:{port}", *store, *SERVE_FLAGS]
+            return [TURNGATE, "serve", "--listen", f"127.0.0.1:{port}", *store, *SERVE_FLAGS, *projection]
 
-        return await launch(self._stack, self._logs, name, argv, turngate_serving, env)
+        server = await launch(self._stack, self._logs, name, argv, turngate_serving, env)
+        if redis is not None:  # serving: the server has migrated the ledger
+            argv_projector = [TURNGATE, "project", *store, "--no-migrate"]
+            log = self._logs / f"{name}-projector.log"
+            projector = await ServerProcess.start(f"{name}-projector", argv_projector, env, log)
+            self._stack.push_async_callback(projector.stop)
+        return server
 
 
 async def _floor_answers(channel: grpc.aio.Channel) -> bool:
