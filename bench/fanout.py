@@ -31,6 +31,9 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+# Before grpc loads: its core would log a line for every connection a server closes at the end.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 import grpc
 from redis.asyncio import Redis
 
