@@ -11,7 +11,10 @@ import contextlib
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import grpc
 
 from turngate.v1 import turngate_pb2 as pb
 
@@ -19,6 +22,7 @@ from measure import CpuMeter, Latency, cpu_now, cpu_used
 from rpcs import Stubs, admit, cancel, complete, open_tool_call, session
 
 OnEvent = Callable[[float, pb.SessionEvent], None]
+Stream = grpc.aio.UnaryStreamCall[Any, pb.WatchSessionResponse]
 # How long any awaited event may take: reached only when something is broken.
 EVENT_TIMEOUT_S = 20.0
 
@@ -28,11 +32,17 @@ def kind(event: pb.SessionEvent) -> str:
 
 
 class Watcher:
-    """One WatchSession stream (from a snapshot) handing each event and its arrival to `on_event`."""
+    """One stream of WatchSessionResponse (turngate's WatchSession, or the fan-out floor's
+    `Watch`) handing each event and its arrival to `on_event`."""
 
-    def __init__(self, stubs: Stubs, ref: pb.SessionRef, on_event: OnEvent) -> None:
-        self._call = stubs.sessions.WatchSession(pb.WatchSessionRequest(session=ref))
+    def __init__(self, call: Stream, on_event: OnEvent) -> None:
+        self._call = call
         self._task = asyncio.create_task(self._read(on_event))
+
+    @classmethod
+    def of_session(cls, stubs: Stubs, ref: pb.SessionRef, on_event: OnEvent) -> Watcher:
+        """A WatchSession stream from a snapshot."""
+        return cls(stubs.sessions.WatchSession(pb.WatchSessionRequest(session=ref)), on_event)
 
     async def _read(self, on_event: OnEvent) -> None:
         async for response in self._call:
@@ -87,7 +97,9 @@ async def stop_to_notified(
     through `watched_on` while the Stop goes through `gateway`."""
     refs = [session(f"{name}-{i}") for i in range(sessions)]
     inboxes = [Inbox() for _ in refs]
-    watchers = [Watcher(watched_on, ref, inbox.put) for ref, inbox in zip(refs, inboxes, strict=True)]
+    watchers = [
+        Watcher.of_session(watched_on, ref, inbox.put) for ref, inbox in zip(refs, inboxes, strict=True)
+    ]
     try:
         for inbox in inboxes:
             await inbox.next("snapshot")
@@ -100,23 +112,26 @@ async def stop_to_notified(
 
 class Tally:
     """Arrivals of each event across `expected` watchers of one session, by name: a tool call's
-    id, or "" for the snapshot every stream starts with."""
+    id, or "" for the snapshot every stream starts with; and the first of each event to arrive."""
 
     def __init__(self, expected: int) -> None:
         self._expected = expected
         self.arrivals: defaultdict[str, list[float]] = defaultdict(list)
+        self.first: dict[str, pb.SessionEvent] = {}
         self._all_in: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
 
     def on_event(self, arrived: float, event: pb.SessionEvent) -> None:
         match kind(event):
             case "snapshot":
-                self._arrive("", arrived)
+                self._arrive("", arrived, event)
             case "tool_call":
-                self._arrive(event.tool_call.tool_call.call_id, arrived)
+                self._arrive(event.tool_call.tool_call.call_id, arrived, event)
 
-    def _arrive(self, name: str, arrived: float) -> None:
+    def _arrive(self, name: str, arrived: float, event: pb.SessionEvent) -> None:
         arrivals = self.arrivals[name]
         arrivals.append(arrived)
+        if len(arrivals) == 1:
+            self.first[name] = event
         if len(arrivals) == self._expected:
             self._all_in[name].set()
 
@@ -124,6 +139,56 @@ class Tally:
         """Waits until every watcher has event `name`."""
         async with asyncio.timeout(EVENT_TIMEOUT_S):
             await self._all_in[name].wait()
+
+
+# Makes the event named (a tool call id) reach every stream: a turngate write, or a floor publish.
+Trigger = Callable[[str], Awaitable[object]]
+
+
+class FanOut:
+    """Streams that all receive every event a trigger makes: one sample per stream per event,
+    from the trigger sent to that stream's receipt."""
+
+    def __init__(
+        self, count: int, open_streams: Callable[[OnEvent], Sequence[Watcher]], trigger: Trigger
+    ) -> None:
+        self.tally = Tally(count)
+        self._streams = open_streams(self.tally.on_event)
+        assert len(self._streams) == count, f"{len(self._streams)} streams opened, not {count}"
+        self._trigger = trigger
+
+    async def ready(self) -> None:
+        """Waits until every stream has its first message (the snapshot)."""
+        await self.tally.everyone_has("")
+
+    async def deliver(self, name: str) -> list[float]:
+        sent = time.perf_counter()
+        await self._trigger(name)
+        await self.tally.everyone_has(name)
+        return [arrived - sent for arrived in self.tally.arrivals[name]]
+
+    async def close(self) -> None:
+        await close_all(self._streams)
+
+
+async def turngate_fan_out(
+    writer: Stubs, channels: Sequence[Stubs], *, watchers: int, name: str = "fan-out"
+) -> FanOut:
+    """`watchers` WatchSession streams on one session with a turn admitted, spread over
+    `channels`; an event is a tool call opened through `writer`."""
+    ref = session(name)
+    lease = await admit(writer, ref, "turn-1")
+
+    def streams(on_event: OnEvent) -> list[Watcher]:
+        return [
+            Watcher.of_session(stubs, ref, on_event)
+            for _, stubs in zip(range(watchers), itertools.cycle(channels))
+        ]
+
+    async def trigger(call_id: str) -> None:
+        await open_tool_call(writer, lease, call_id)
+
+    return FanOut(watchers, streams, trigger)
 
 
 async def fan_out(
@@ -138,25 +203,13 @@ async def fan_out(
     """`watchers` streams on one session, spread over `channels`; then events written one at a
     time (a tool call opened), each once every watcher has the previous one. One sample per
     watcher per event: write sent → that watcher has it; CPU metered over the timed events."""
-    ref = session("fan-out")
-    lease = await admit(writer, ref, "turn-1")
-    tally = Tally(watchers)
-    streams = [
-        Watcher(stubs, ref, tally.on_event) for _, stubs in zip(range(watchers), itertools.cycle(channels))
-    ]
-
-    async def deliver(call_id: str) -> list[float]:
-        sent = time.perf_counter()
-        await open_tool_call(writer, lease, call_id)
-        await tally.everyone_has(call_id)
-        return [arrived - sent for arrived in tally.arrivals[call_id]]
-
+    fan = await turngate_fan_out(writer, channels, watchers=watchers)
     try:
-        await tally.everyone_has("")
+        await fan.ready()
         for i in range(warmup):
-            await deliver(f"warmup-{i}")
+            await fan.deliver(f"warmup-{i}")
         before = await cpu_now(meters)
-        samples = [sample for i in range(events) for sample in await deliver(f"call-{i}")]
+        samples = [sample for i in range(events) for sample in await fan.deliver(f"call-{i}")]
         return Latency(samples, cpu_used(before, await cpu_now(meters)))
     finally:
-        await close_all(streams)
+        await fan.close()

@@ -3,7 +3,8 @@
 A watcher subscribes first, then replays from the store's event log, then follows live events,
 de-duplicated by seq. Events may be published out of commit order (each writer publishes after
 its own commit), so a gap in the live feed is filled from the log: the stream is gapless (I9).
-A watcher whose buffer fills is cut off (WatchOverflow) instead of slowing writers or others.
+A watcher whose buffer fills is cut off (WatchOverflow) instead of slowing writers or others:
+delivering only appends to each stream's buffer and wakes it, and never waits.
 
 A stream follows one epoch of the session's log. A cursor of another epoch gets a resync
 snapshot instead of a replay; so does a stream that meets an event of another epoch while the
@@ -17,7 +18,6 @@ shared by several replicas, from a `Feed` that follows the logs of the sessions 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -68,48 +68,75 @@ class Feed(Protocol):
     def untrack(self, key: SessionKey) -> None: ...
 
 
+class _Watched:
+    """One session's streams in this process, and the last event offered to them (by epoch and
+    seq): the same event may arrive from this process's commit and from the feed, and is offered
+    once, to every stream at once. An event of another epoch is always offered (its log starts
+    again at seq 1). A later stream misses nothing by joining after the mark: what was offered
+    before it subscribed is in the log it replays."""
+
+    __slots__ = ("epoch", "offered", "subscriptions")
+
+    def __init__(self) -> None:
+        self.subscriptions: set[_Subscription] = set()
+        self.epoch = NO_EPOCH
+        self.offered = 0
+
+    def fresh(self, events: Sequence[Event]) -> list[Event]:
+        fresh = []
+        for event in events:
+            if event.epoch != self.epoch:
+                self.epoch, self.offered = event.epoch, 0
+            if event.seq > self.offered:
+                self.offered = event.seq
+                fresh.append(event)
+        return fresh
+
+
 class _Subscription:
+    """One stream's buffer of events offered and not yet taken, and the stream's wait for more.
+    Light on purpose (a list, and a future only while the stream waits): there is one per open
+    stream, and most streams wait."""
+
+    __slots__ = ("_capacity", "_events", "_waiter", "closed", "overflowed")
+
     def __init__(self, capacity: int) -> None:
-        self._events: deque[Event] = deque()
+        self._events: list[Event] = []
         self._capacity = capacity
-        self._ready = asyncio.Event()
-        self._offered_epoch = NO_EPOCH
-        self._offered = 0
+        self._waiter: asyncio.Future[None] | None = None
         self.overflowed = False
         self.closed = False
 
-    def offer(self, events: Sequence[Event]) -> None:
-        # The same event may arrive from this process's commit and from the feed: queue it once.
-        # An event of another epoch is always queued (its log starts again at seq 1).
-        fresh = []
-        for event in events:
-            if event.epoch != self._offered_epoch:
-                self._offered_epoch, self._offered = event.epoch, 0
-            if event.seq > self._offered:
-                self._offered = event.seq
-                fresh.append(event)
-        if self.overflowed or not fresh:
+    def offer(self, fresh: Sequence[Event]) -> None:
+        if self.overflowed:
             return
         if len(self._events) + len(fresh) > self._capacity:
             self.overflowed = True
-            self._events.clear()
+            self._events = []
         else:
             self._events.extend(fresh)
-        self._ready.set()
+        self._wake()
 
     def close(self) -> None:
         self.closed = True
-        self._ready.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def take(self) -> list[Event]:
         """The events queued so far, waiting for at least one; [] once cut off or closed."""
         while not self._events:
             if self.closed or self.overflowed:
                 return []
-            self._ready.clear()
-            await self._ready.wait()
-        taken = list(self._events)
-        self._events.clear()
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        taken, self._events = self._events, []
         return taken
 
 
@@ -125,7 +152,7 @@ class WatchHub:
         self._buffer = buffer
         self._retention = retention
         self._feed = feed
-        self._subscriptions: dict[SessionKey, set[_Subscription]] = {}
+        self._watched: dict[SessionKey, _Watched] = {}
         self._watchers = 0
         self._closed = False
         store.add_listener(self.publish)
@@ -141,15 +168,19 @@ class WatchHub:
         self.deliver(key, decision.events)
 
     def deliver(self, key: SessionKey, events: Sequence[Event]) -> None:
-        if events:
-            for subscription in self._subscriptions.get(key, ()):
-                subscription.offer(events)
+        watched = self._watched.get(key)
+        if watched is None or not events:
+            return
+        fresh = watched.fresh(events)
+        if fresh:
+            for subscription in watched.subscriptions:
+                subscription.offer(fresh)
 
     def close(self) -> None:
         """Ends every stream (WatchClosed) and refuses new ones."""
         self._closed = True
-        for subscriptions in self._subscriptions.values():
-            for subscription in subscriptions:
+        for watched in self._watched.values():
+            for subscription in watched.subscriptions:
                 subscription.close()
 
     async def follow(
@@ -160,7 +191,10 @@ class WatchHub:
         subscription = _Subscription(self._buffer)
         if self._closed:
             raise WatchClosed(after_seq)
-        self._subscriptions.setdefault(key, set()).add(subscription)
+        watched = self._watched.get(key)
+        if watched is None:
+            self._watched[key] = watched = _Watched()
+        watched.subscriptions.add(subscription)
         self._watchers += 1
         try:
             state = await self._store.load(key)
@@ -170,6 +204,7 @@ class WatchHub:
             if after_seq == 0 or not self._resumable(state, after_seq, epoch):
                 yield Snapshot(state, await self._store.now(), resync=after_seq != 0)
                 cursor = state.head
+            del state  # a waiting stream keeps no document (memory per open stream)
             while True:
                 try:
                     while True:
@@ -180,6 +215,7 @@ class WatchHub:
                             cursor = event.seq
                         if len(page) < _REPLAY_PAGE:
                             break
+                    del page  # nor the replay's last page of this stream's own copies
                     while True:
                         live = await subscription.take()
                         if not live:
@@ -205,15 +241,14 @@ class WatchHub:
                     if state.epoch != following:
                         yield Snapshot(state, await self._store.now(), resync=True)
                         following, cursor = state.epoch, state.head
+                    del state
         finally:
             self._watchers -= 1
-            subscriptions = self._subscriptions.get(key)
-            if subscriptions is not None:
-                subscriptions.discard(subscription)
-                if not subscriptions:
-                    del self._subscriptions[key]
-                    if self._feed is not None:
-                        self._feed.untrack(key)
+            watched.subscriptions.discard(subscription)
+            if not watched.subscriptions and self._watched.get(key) is watched:
+                del self._watched[key]
+                if self._feed is not None:
+                    self._feed.untrack(key)
 
     def _resumable(self, state: Session, after_seq: int, epoch: int) -> bool:
         """Whether a stream can replay after `after_seq`: a cursor of the session's log (or of a

@@ -10,6 +10,7 @@ import grpc
 
 from turngate.service.api import convert, errors, page_tokens, parse
 from turngate.service.api.edge import current_principal
+from turngate.service.api.encoded import EncodedEvents, snapshot_response
 from turngate.service.api.errors import guarded
 from turngate.service.api.quota import WatchLimit, WatchQuota
 from turngate.service.api.replies import Context
@@ -17,19 +18,25 @@ from turngate.service.ports.history import TurnHistory, TurnView
 from turngate.service.ports.store import Store
 from turngate.service.watch import Snapshot, WatchClosed, WatchHub, WatchOverflow
 from turngate.v1 import turngate_pb2 as pb
-from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
 
-class SessionService(pb_grpc.SessionServiceServicer):
+class SessionService:
+    """The SessionService servicer (registered by `decoding.add_services`). Its WatchSession
+    yields each response serialized (PRE_SERIALIZED), so it is not a generated
+    `SessionServiceServicer`, whose WatchSession yields messages."""
+
+    PRE_SERIALIZED = frozenset({"WatchSession"})
+
     def __init__(self, store: Store, history: TurnHistory, hub: WatchHub, quota: WatchQuota) -> None:
         self._store = store
         self._history = history
         self._hub = hub
         self._quota = quota
+        self._encoded = EncodedEvents()
 
-    async def WatchSession(
-        self, request: pb.WatchSessionRequest, context: Context
-    ) -> AsyncIterator[pb.WatchSessionResponse]:
+    async def WatchSession(self, request: pb.WatchSessionRequest, context: Context) -> AsyncIterator[bytes]:
+        """Each response as the bytes sent: an event's are encoded once for every stream that
+        sends it; a snapshot's for this stream."""
         try:
             query = parse.watch(request)
             with self._quota.hold(current_principal.get().name, query.key):
@@ -38,12 +45,10 @@ class SessionService(pb_grpc.SessionServiceServicer):
                 ) as stream:
                     async for item in stream:
                         if isinstance(item, Snapshot):
-                            event = convert.snapshot_event(query.key, item.state, item.time, item.resync)
-                        elif query.turn_id and item.turn_id != query.turn_id:
-                            continue
-                        else:
-                            event = convert.event(query.key, item)
-                        yield pb.WatchSessionResponse(event=event)
+                            yield snapshot_response(query.key, item)
+                        elif not query.turn_id or item.turn_id == query.turn_id:
+                            yield self._encoded.response(query.key, item)
+                        del item  # a waiting stream keeps no snapshot (a document) nor event
         except grpc.aio.AbortError:
             raise
         except WatchLimit as over:
