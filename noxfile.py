@@ -28,7 +28,11 @@ MYPY_TARGETS = (
     "hatch_build.py",
     "noxfile.py",
 )
-BENCHMARKS = {"redis_mode": "bench/redis_mode.py", "overhead": "bench/overhead.py"}
+BENCHMARKS = {
+    "redis_mode": "bench/redis_mode.py",
+    "overhead": "bench/overhead.py",
+    "embedded": "bench/embedded.py",
+}
 
 nox.needs_version = ">=2024.10.9"
 nox.options.sessions = ["lint", "tests"]  # `bench` needs Redis and PostgreSQL and takes minutes
@@ -113,9 +117,9 @@ def bench(session: nox.Session) -> None:
     """The benchmarks of bench/README.md with their defaults (Redis and PostgreSQL on localhost).
 
     `nox -s bench` runs each in turn; `nox -s bench -- overhead --rounds 3` runs one benchmark
-    (`redis_mode` or `overhead`) with those arguments; other arguments go to every benchmark, so
-    options of one benchmark only (`--topology cluster`, `--wait-replicas 1`) need its name first:
-    `nox -s bench -- redis_mode --topology cluster`.
+    (`redis_mode`, `overhead` or `embedded`) with those arguments; other arguments go to every
+    benchmark, so options of one benchmark only (`--topology cluster`, `--wait-replicas 1`) need its
+    name first: `nox -s bench -- redis_mode --topology cluster`.
     """
     args = list(session.posargs)
     names = list(BENCHMARKS)

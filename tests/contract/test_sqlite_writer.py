@@ -190,6 +190,34 @@ async def test_a_command_failing_inside_a_batch_gets_its_error_and_rolls_back_al
     assert await store.ledger.list_turns(bad, None, 10) == []
 
 
+async def test_a_failure_that_ends_the_whole_transaction_fails_every_command_of_the_batch(
+    store: SqlStore,
+) -> None:
+    """As SQLite does on a full disk or an I/O error: the commands before the failing one are gone
+    with the transaction, so their callers are told so, never answered as if written."""
+    writer = writer_of(store)
+
+    def end_the_transaction(conn: sqlite3.Connection) -> None:
+        conn.execute("ROLLBACK")
+        raise sqlite3.OperationalError("database or disk is full")
+
+    keys = [SessionKey("p", f"s{i}") for i in range(6)]
+    async with writer_held(store) as queued_behind:
+        transactions = writer.transactions
+        before = [asyncio.ensure_future(store.apply(key, admit_command())) for key in keys[:3]]
+        failing = asyncio.ensure_future(writer.run(end_the_transaction))
+        after = [asyncio.ensure_future(store.apply(key, admit_command())) for key in keys[3:]]
+        await queued_behind(7)
+    outcomes = await asyncio.gather(*before, failing, *after, return_exceptions=True)
+
+    assert writer.transactions - transactions == 1, "the holder's alone"
+    assert all(isinstance(outcome, StoreUnavailable) for outcome in outcomes[:3] + outcomes[4:]), outcomes
+    assert "disk is full" in str(outcomes[3])
+    for key in keys:
+        assert await store.load(key) == Session()
+        assert await store.events_after(key, 0, 10) == []
+
+
 async def test_a_caller_cancelled_while_its_command_is_queued_still_has_it_committed_and_notified(
     store: SqlStore,
 ) -> None:
@@ -293,6 +321,35 @@ async def test_the_clock_is_the_host_clock_read_as_the_writer_decides(
     assert isinstance(admitted, TurnAdmitted)
     assert admitted.admitted_at == frozen_ns // 1_000
     assert admitted.lease_expires_at == frozen_ns // 1_000 + LEASE
+
+
+async def test_a_batch_meeting_another_connections_write_lock_waits_for_it_then_decides_again_holding_it(
+    store: SqlStore, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decisions: list[int] = []
+    decide = store._decide
+
+    def counted(state: Session, command: Command, now: int) -> Applied:
+        decisions.append(now)
+        return decide(state, command, now)
+
+    monkeypatch.setattr(store, "_decide", counted)
+    path = sqlite_url.removeprefix("sqlite+aiosqlite:///")
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        caller = asyncio.ensure_future(store.apply(KEY, admit_command()))
+        await eventually(lambda: len(decisions) == 1)  # decided, then refused the write lock
+        await asyncio.sleep(0.1)
+        assert not caller.done()
+        other.execute("ROLLBACK")
+        decision = await caller
+    finally:
+        other.close()
+
+    assert len(decisions) == 2, "decided again once holding the lock"
+    assert decision.events[0].time == decisions[1]
+    assert await store.load(KEY) == decision.state
 
 
 async def test_two_stores_on_one_file_writing_one_session_at_once_lose_nothing(sqlite_url: str) -> None:

@@ -5,15 +5,19 @@ SQLite's busy handler, which sleeps between tries, and every statement through a
 to its thread and back. So the SQL store on a SQLite file writes through a `SqliteWriter`: callers
 queue their work (a function of the connection: read, decide, write one command); a thread of its
 own takes everything queued when it frees up (at most `BATCH_CAP` pieces), runs each piece inside
-one `BEGIN IMMEDIATE` transaction under a SAVEPOINT of its own, commits once and answers every
-caller, in queue order. Two trips between threads per batch, whatever its size.
+one transaction under a SAVEPOINT of its own, commits once and answers every caller, in queue
+order. Two trips between threads per batch, whatever its size.
 
 * A piece that raises is rolled back to its savepoint alone and its caller gets the error; the
   others commit. If SQLite ended the whole transaction itself (a full disk, an I/O error), or the
   BEGIN or the COMMIT fails, nothing of the batch was written and every caller gets the error.
-* `BEGIN IMMEDIATE` takes the write lock before the first read, so what a piece reads is what it
-  writes over: other processes on the file (another replica, `turngate migrate`) wait for the
-  lock in the busy handler, as before, and never change a row under a batch.
+* Other connections to the file (another replica or store, `turngate migrate`): the transaction
+  begins deferred, so the batch reads and decides, and its first write takes the write lock, at
+  once when nobody else has it. When another connection has it, or wrote since the batch began to
+  read, SQLite refuses that write at once (it never waits to upgrade a read transaction); the
+  batch is rolled back and run again in `BEGIN IMMEDIATE`, which waits for the lock in the busy
+  handler (5 s, as before) and holds it from the first read. Either way, what a piece writes is
+  written over exactly what it read: another process never changes a row under a batch.
 * A caller is answered only once the commit holding its write has returned. A committed piece
   stays committed whatever became of its caller (its future is simply left unset when cancelled).
 * `close` lets the thread finish everything queued before it, then closes the connection; work
@@ -60,6 +64,10 @@ class _Job(Generic[_T]):
 
 class _Close:
     """Queued by `close`: the thread ends once everything queued before it is done."""
+
+
+class _LockTaken(Exception):
+    """A deferred transaction could not take the write lock: another connection has it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,32 +156,60 @@ class SqliteWriter:
     def _run_batch(self, batch: Sequence[_Job[Any]]) -> list[_Outcome]:
         try:
             conn = self._open()
-            conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
-            return [_Outcome(error=_wrapped(error))] * len(batch)
+            return [_Outcome(error=_wrapped(error)) for _ in batch]
         try:
-            outcomes = [self._run_piece(conn, job) for job in batch]
+            # Deferred: the batch reads and decides first, and takes the write lock at its first
+            # write, at once when no other connection holds it (the usual case).
+            return self._transaction(conn, batch, "BEGIN")
+        except _LockTaken:
+            # Another connection holds the write lock, or wrote since the batch began to read:
+            # SQLite refuses the upgrade at once (no busy handler for it). Wait for the lock in the
+            # busy handler, then read, decide and write everything again, holding it throughout.
+            _roll_back(conn)
+        return self._transaction(conn, batch, "BEGIN IMMEDIATE")
+
+    def _transaction(
+        self, conn: sqlite3.Connection, batch: Sequence[_Job[Any]], begin: str
+    ) -> list[_Outcome]:
+        """The batch in one transaction begun with `begin`; raises _LockTaken when a deferred one
+        could not take the write lock."""
+        deferred = begin == "BEGIN"
+        try:
+            conn.execute(begin)
+        except sqlite3.Error as error:
+            return [_Outcome(error=_wrapped(error)) for _ in batch]
+        try:
+            outcomes = [self._run_piece(conn, job, deferred) for job in batch]
             if not conn.in_transaction:
                 # SQLite rolled the whole transaction back (it does on a full disk or an I/O
                 # error): whatever the pieces before the failing one did is gone too.
                 failure = next(o.error for o in reversed(outcomes) if o.error is not None)
-                return [o if o.error is not None else _Outcome(error=failure) for o in outcomes]
+                gone = f"rolled back with its batch by SQLite: {failure}"
+                return [
+                    o if o.error is not None else _Outcome(error=StoreUnavailable(gone)) for o in outcomes
+                ]
             conn.execute("COMMIT")
         except sqlite3.Error as error:
             _roll_back(conn)
-            return [_Outcome(error=_wrapped(error))] * len(batch)
+            if deferred and _busy(error):
+                raise _LockTaken from error
+            return [_Outcome(error=_wrapped(error)) for _ in batch]
         self.transactions += 1
         self.pieces += sum(o.error is None for o in outcomes)
         return outcomes
 
-    def _run_piece(self, conn: sqlite3.Connection, job: _Job[Any]) -> _Outcome:
-        """One job under a savepoint of its own: rolled back alone when it raises."""
+    def _run_piece(self, conn: sqlite3.Connection, job: _Job[Any], deferred: bool) -> _Outcome:
+        """One job under a savepoint of its own: rolled back alone when it raises (unless it met
+        another connection's write lock in a deferred transaction: then the whole batch waits)."""
         if not conn.in_transaction:
             return _Outcome(error=StoreUnavailable("the batch's transaction was rolled back by SQLite"))
         conn.execute("SAVEPOINT piece")
         try:
             value = job.context.run(job.work, conn)
         except Exception as error:
+            if deferred and isinstance(error, sqlite3.Error) and _busy(error):
+                raise
             if conn.in_transaction:
                 conn.execute("ROLLBACK TO piece")
                 conn.execute("RELEASE piece")
@@ -194,8 +230,15 @@ def _roll_back(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
+def _busy(error: sqlite3.Error) -> bool:
+    """SQLITE_BUSY, or an extended code of it (BUSY_SNAPSHOT: another connection wrote since this
+    transaction began to read)."""
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_BUSY
+
+
 def _wrapped(error: sqlite3.Error) -> BaseException:
-    """sqlite3's error as SQLAlchemy raises it (OperationalError, IntegrityError…)."""
+    """sqlite3's error as SQLAlchemy raises it (OperationalError, IntegrityError…); one per
+    caller, so that no two callers raise (and add their tracebacks to) the same exception."""
     return DBAPIError.instance(None, None, error, sqlite3.Error)
 
 
