@@ -6,9 +6,11 @@ import sqlite3
 import time
 from contextlib import AbstractContextManager
 from functools import partial
+from typing import Any
 
 from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, cast, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import Executable
 
 from turngate.service.codec import dump_session, load_event_body, load_session
 from turngate.service.core import Command, Decision, Event, Session, SessionKey
@@ -114,6 +116,17 @@ class SqlStore(CompareAndSetStore):
     async def _write(
         self, conn: AsyncConnection, key: SessionKey, version: int | None, decision: Decision, now: int
     ) -> None:
+        statement, row = self._document_write(key, version, decision, now)
+        written = await conn.execute(statement, row)
+        if written.rowcount != 1:
+            raise _Conflict
+        await record(conn, key, decision.events)
+
+    def _document_write(
+        self, key: SessionKey, version: int | None, decision: Decision, now: int
+    ) -> tuple[Executable, dict[str, Any]]:
+        """The compare-and-set of the session row: an insert of version 1 that does nothing if the
+        row exists, or an update of the version read; either writes one row or none."""
         values = {
             "doc": dump_session(decision.state).decode(),
             "deadline_at": decision.state.deadline(),
@@ -121,13 +134,8 @@ class SqlStore(CompareAndSetStore):
         }
         if version is None:
             row = {"project_id": key.project_id, "session_id": key.session_id, "version": 1, **values}
-            written = await conn.execute(self._insert_session, row)
-        else:
-            row = {**_key(key), "key_version": version, "version": version + 1, **values}
-            written = await conn.execute(_UPDATE_IF_UNCHANGED, row)
-        if written.rowcount != 1:
-            raise _Conflict
-        await record(conn, key, decision.events)
+            return self._insert_session, row
+        return _UPDATE_IF_UNCHANGED, {**_key(key), "key_version": version, "version": version + 1, **values}
 
     # --- SQLite: the work the writer thread runs, in its transaction --------------------------------
 
@@ -163,7 +171,7 @@ class SqlStore(CompareAndSetStore):
         if applied.decision.changed and not self._write_sqlite(
             conn, key, version, applied.decision, applied.now
         ):
-            return None  # cannot happen inside BEGIN IMMEDIATE; decided again if it ever does
+            return None  # read and written in one transaction: cannot happen; decided again if it did
         return applied
 
     def _write_decided(
@@ -175,17 +183,7 @@ class SqlStore(CompareAndSetStore):
         self, conn: sqlite3.Connection, key: SessionKey, version: int | None, decision: Decision, now: int
     ) -> bool:
         """`_write` on the writer's connection: False (nothing written) when the version changed."""
-        values = {
-            "doc": dump_session(decision.state).decode(),
-            "deadline_at": decision.state.deadline(),
-            "updated_at": now,
-        }
-        if version is None:
-            row = {"project_id": key.project_id, "session_id": key.session_id, "version": 1, **values}
-            written = self._statements.execute(conn, self._insert_session, row)
-        else:
-            row = {**_key(key), "key_version": version, "version": version + 1, **values}
-            written = self._statements.execute(conn, _UPDATE_IF_UNCHANGED, row)
+        written = self._statements.execute(conn, *self._document_write(key, version, decision, now))
         if written.rowcount != 1:
             return False
         for statement, rows in recording("sqlite", [(key, decision.events)]):
