@@ -99,7 +99,9 @@ class SqliteWriter:
         return self._queue.qsize()
 
     async def run(self, work: Work[_T]) -> _T:
-        """`work(connection)` inside a write transaction, once that transaction has committed."""
+        """What `work(connection)` returned inside a write transaction, once that transaction has
+        committed. `work` may run twice (a batch that met another connection's write lock runs
+        again, holding it): it must read what it needs through the connection."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
         with self._lock:
