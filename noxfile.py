@@ -32,6 +32,7 @@ BENCHMARKS = {
     "redis_mode": "bench/redis_mode.py",
     "overhead": "bench/overhead.py",
     "fanout": "bench/fanout.py",
+    "embedded": "bench/embedded.py",
 }
 
 nox.needs_version = ">=2024.10.9"
@@ -117,9 +118,9 @@ def bench(session: nox.Session) -> None:
     """The benchmarks of bench/README.md with their defaults (Redis and PostgreSQL on localhost).
 
     `nox -s bench` runs each in turn; `nox -s bench -- overhead --rounds 3` runs one benchmark
-    (`redis_mode`, `overhead` or `fanout`) with those arguments; other arguments go to every benchmark, so
-    options of one benchmark only (`--topology cluster`, `--wait-replicas 1`) need its name first:
-    `nox -s bench -- redis_mode --topology cluster`.
+    (`redis_mode`, `overhead`, `fanout` or `embedded`) with those arguments; other arguments go to
+    every benchmark, so options of one benchmark only (`--topology cluster`, `--wait-replicas 1`)
+    need its name first: `nox -s bench -- redis_mode --topology cluster`.
     """
     args = list(session.posargs)
     names = list(BENCHMARKS)

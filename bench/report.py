@@ -19,14 +19,17 @@ class Measured:
 
 @dataclass(frozen=True, slots=True)
 class Target:
+    """`measured` must be at most `limit` (at least, with `at_least`)."""
+
     name: str
     measured: float
     limit: float
     unit: str
+    at_least: bool = False
 
     @property
     def passed(self) -> bool:
-        return self.measured <= self.limit
+        return self.measured >= self.limit if self.at_least else self.measured <= self.limit
 
 
 def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -51,7 +54,11 @@ def _times(value: float) -> str:
     return f"{value:.2f}x"
 
 
-def latency_table(floor_empty: Measured, floor_redis: Measured, ops: Sequence[Measured]) -> str:
+def latency_table(
+    floor_empty: Measured, floor_redis: Measured, ops: Sequence[Measured], floor_name: str = "redis-floor"
+) -> str:
+    """Each row against the floor (`floor_redis`, named `floor_name`) and the empty call."""
+
     def row(m: Measured) -> list[str]:
         lat = m.latency
         return [
@@ -65,13 +72,17 @@ def latency_table(floor_empty: Measured, floor_redis: Measured, ops: Sequence[Me
             f"{lat.cpu_us_per_call('server'):.0f}",
         ]
 
-    headers = ["1 caller, sequential", "n", "p50 ms", "p99 ms", "p50/redis-floor", "p99/redis-floor"]
+    headers = ["1 caller, sequential", "n", "p50 ms", "p99 ms", f"p50/{floor_name}", f"p99/{floor_name}"]
     headers += ["p50/empty", "server CPU us/call"]
     return table("Latency", headers, [row(m) for m in (floor_empty, floor_redis, *ops)])
 
 
 def throughput_table(
-    callers: int, floor_empty: Measured, floor_redis: Measured, ops: Sequence[Measured]
+    callers: int,
+    floor_empty: Measured,
+    floor_redis: Measured,
+    ops: Sequence[Measured],
+    floor_name: str = "redis-floor",
 ) -> str:
     roles = list(floor_empty.throughput.cpu)
 
@@ -86,7 +97,7 @@ def throughput_table(
             *cpu,
         ]
 
-    headers = [f"{callers} callers, distinct sessions", "calls/s", "of redis-floor", "of empty", *roles]
+    headers = [f"{callers} callers, distinct sessions", "calls/s", f"of {floor_name}", "of empty", *roles]
     title = "Throughput (then CPU microseconds per call, by process)"
     return table(title, headers, [row(m) for m in (floor_empty, floor_redis, *ops)])
 
@@ -108,7 +119,7 @@ def target_table(targets: Sequence[Target]) -> str:
         return [
             t.name,
             f"{t.measured:.2f}{t.unit}",
-            f"≤ {t.limit:.2f}{t.unit}",
+            f"{'≥' if t.at_least else '≤'} {t.limit:.2f}{t.unit}",
             "PASS" if t.passed else "FAIL",
         ]
 

@@ -26,11 +26,20 @@ class Watchdog:
         self._batch = batch
         self._wake = asyncio.Event()
         self._sleeping_until: int | None = None
+        # While the next deadline is read: the earliest deadline committed meanwhile (the read may
+        # have missed it), taken into account once the read is done rather than waking at once.
+        self._reading = False
+        self._committed_while_reading: int | None = None
         store.add_listener(self._on_commit)
 
     def _on_commit(self, _key: SessionKey, decision: Decision) -> None:
         deadline = decision.state.deadline()
-        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
+        if deadline is None:
+            return
+        if self._reading:
+            earliest = self._committed_while_reading
+            self._committed_while_reading = deadline if earliest is None else min(earliest, deadline)
+        elif self._sleeping_until is None or deadline < self._sleeping_until:
             self._wake.set()
 
     async def sweep(self) -> int:
@@ -68,12 +77,21 @@ class Watchdog:
                 await asyncio.sleep(self._max_sleep)
 
     async def _sleep_until_next_deadline(self) -> None:
-        # Cleared first: a commit landing while the next deadline is read still wakes us.
+        # A commit landing while the next deadline is read counts with what the read finds: under
+        # load one always does, and waking for each made the watchdog read the store in a loop.
         self._wake.clear()
-        deadline = await self._store.next_deadline()
+        self._reading, self._committed_while_reading = True, None
+        try:
+            deadline = await self._store.next_deadline()
+            now = await self._store.now()
+        finally:
+            self._reading = False
+        committed = self._committed_while_reading
+        if committed is not None and (deadline is None or committed < deadline):
+            deadline = committed
         delay = self._max_sleep
         if deadline is not None:
-            delay = min(delay, max(0.0, (deadline - await self._store.now()) / _US))
+            delay = min(delay, max(0.0, (deadline - now) / _US))
         self._sleeping_until = deadline
         try:
             await asyncio.wait_for(self._wake.wait(), timeout=delay)

@@ -53,11 +53,19 @@ async def record_sessions(
 ) -> None:
     """`record` for several sessions at once, in one statement per kind of write (the projector
     records its batches so)."""
+    for statement, rows in recording(conn.dialect.name, sessions):
+        await conn.execute(statement, rows)
+
+
+def recording(
+    dialect: str, sessions: Sequence[tuple[SessionKey, Sequence[Event]]]
+) -> list[tuple[Executable, list[_Row]]]:
+    """What `record_sessions` executes, in order: each statement with its rows (executemany).
+    The embedded store's writer thread runs them on its own connection."""
     events = [_event_row(key, event) for key, session_events_ in sessions for event in session_events_]
     if not events:
-        return
-    statements = _statements(conn.dialect.name)
-    await conn.execute(statements.events, events)
+        return []
+    statements = _statements(dialect)
     writes = sorted(
         (
             write
@@ -67,8 +75,13 @@ async def record_sessions(
         ),
         key=itemgetter(0),
     )
-    for kind, group in groupby(writes, key=itemgetter(0)):
-        await conn.execute(statements.writes[kind], [row for _, row in group])
+    return [
+        (statements.events, events),
+        *(
+            (statements.writes[kind], [row for _, row in group])
+            for kind, group in groupby(writes, key=itemgetter(0))
+        ),
+    ]
 
 
 class Write(IntEnum):

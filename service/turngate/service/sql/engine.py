@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -26,6 +28,8 @@ POSTGRES_CONNECT_TIMEOUT_S = 5.0
 _UNDEFINED_TABLE = "42P01"
 
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+# The synchronous level each SQLite engine of make_engine configures its connections with.
+_SQLITE_SYNCHRONOUS: WeakKeyDictionary[Engine, SqliteSynchronous] = WeakKeyDictionary()
 
 
 def _async_url(url: str | URL) -> URL:
@@ -52,16 +56,48 @@ def make_engine(url: str | URL, *, sqlite_synchronous: SqliteSynchronous = "NORM
     if sqlite_synchronous not in ("NORMAL", "FULL"):
         raise ValueError(f"sqlite_synchronous must be NORMAL or FULL, not {sqlite_synchronous!r}")
     engine = create_async_engine(parsed)
+    _SQLITE_SYNCHRONOUS[engine.sync_engine] = sqlite_synchronous
 
     @event.listens_for(engine.sync_engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA synchronous={sqlite_synchronous}")
-        cursor.close()
+        _configure_sqlite(dbapi_connection, sqlite_synchronous)
 
     return engine
+
+
+def _configure_sqlite(dbapi_connection: Any, synchronous: SqliteSynchronous) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA synchronous={synchronous}")
+    cursor.close()
+
+
+def sqlite_file_connector(engine: AsyncEngine) -> Callable[[], sqlite3.Connection] | None:
+    """How to open a plain `sqlite3` connection to the SQLite file of `engine`, configured as the
+    engine's connections are (WAL, its synchronous level, the busy timeout), in autocommit mode
+    (transactions are the caller's: BEGIN IMMEDIATE…COMMIT); for the embedded store's writer
+    thread. None for another database, or an in-memory one (a second connection would open
+    another database)."""
+    if engine.dialect.name != "sqlite":
+        return None
+    args, kwargs = engine.dialect.create_connect_args(engine.url)
+    target = str(args[0]) if args else ""
+    if target in ("", ":memory:") or "mode=memory" in target:
+        return None
+    synchronous = _SQLITE_SYNCHRONOUS.get(engine.sync_engine, "NORMAL")
+    options: dict[str, Any] = {**kwargs, "isolation_level": None, "check_same_thread": True}
+
+    def connect() -> sqlite3.Connection:
+        connection: sqlite3.Connection = sqlite3.connect(target, **options)
+        try:
+            _configure_sqlite(connection, synchronous)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    return connect
 
 
 @contextmanager

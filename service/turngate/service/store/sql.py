@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from contextlib import AbstractContextManager
+from functools import partial
+from typing import Any
 
 from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, cast, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import Executable
 
 from turngate.service.codec import dump_session, load_event_body, load_session
 from turngate.service.core import Command, Decision, Event, Session, SessionKey
 from turngate.service.ledger.reads import Ledger
-from turngate.service.ledger.record import record
+from turngate.service.ledger.record import record, recording
 from turngate.service.ports.store import Applied, BeforeWrite, Unrecorded
-from turngate.service.sql.engine import DEFAULT_URL, SqliteSynchronous, make_engine, unavailable_on_failure
+from turngate.service.sql.engine import (
+    DEFAULT_URL,
+    SqliteSynchronous,
+    make_engine,
+    sqlite_file_connector,
+    unavailable_on_failure,
+)
 from turngate.service.sql.tables import dialect_insert, session_events, sessions
 from turngate.service.store.cas import CompareAndSetStore
+from turngate.service.store.sqlite import SqliteWriter, Statements
 
 # The key's parameters are named apart from the columns, which an UPDATE would otherwise SET.
 _SESSION = and_(
@@ -27,6 +38,8 @@ _UPDATE_IF_UNCHANGED = sessions.update().where(_SESSION, sessions.c.version == b
 # The health probe's write, of a session no id can name (ids are never empty): it changes nothing.
 _PROBE_KEY = SessionKey("", "")
 _PROBE = sessions.update().where(_SESSION).values(version=sessions.c.version)
+# The embedded store's read of a document and its version, on the writer thread's connection.
+_SQLITE_READ = "SELECT doc, version FROM sessions WHERE project_id = ? AND session_id = ?"
 
 
 class _Conflict(Exception):
@@ -52,6 +65,11 @@ def _store_clock(dialect: str) -> ColumnElement[int]:
 class SqlStore(CompareAndSetStore):
     """`Store` over one SQL database; the session row, its events and its ledger rows commit together.
 
+    On PostgreSQL every apply reads, decides and writes on a pooled connection of its own. On a
+    SQLite file, writes go through `writer` (store/sqlite.py): one thread, one connection, the
+    commands queued together read, decided and written in one transaction; reads stay on the
+    engine's pooled connections (WAL readers, which never wait for the writer).
+
     `ledger` reads the history.
     """
 
@@ -68,12 +86,17 @@ class SqlStore(CompareAndSetStore):
         self._read = select(clock.c.now, sessions.c.doc, sessions.c.version).select_from(
             clock.outerjoin(sessions, _SESSION)
         )
+        connect = sqlite_file_connector(engine)
+        self.writer = None if connect is None else SqliteWriter(connect)
+        self._statements = Statements()
 
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
         return unavailable_on_failure()
 
     async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
         """One read-decide-write; None when another writer changed the session first."""
+        if self.writer is not None:
+            return await self._attempt_on_sqlite(self.writer, key, command)
         async with self._engine.connect() as conn:
             row = (await conn.execute(self._read, _key(key))).one()
             # End the read: the write transaction must begin with its write (SQLite cannot
@@ -93,6 +116,17 @@ class SqlStore(CompareAndSetStore):
     async def _write(
         self, conn: AsyncConnection, key: SessionKey, version: int | None, decision: Decision, now: int
     ) -> None:
+        statement, row = self._document_write(key, version, decision, now)
+        written = await conn.execute(statement, row)
+        if written.rowcount != 1:
+            raise _Conflict
+        await record(conn, key, decision.events)
+
+    def _document_write(
+        self, key: SessionKey, version: int | None, decision: Decision, now: int
+    ) -> tuple[Executable, dict[str, Any]]:
+        """The compare-and-set of the session row: an insert of version 1 that does nothing if the
+        row exists, or an update of the version read; either writes one row or none."""
         values = {
             "doc": dump_session(decision.state).decode(),
             "deadline_at": decision.state.deadline(),
@@ -100,13 +134,66 @@ class SqlStore(CompareAndSetStore):
         }
         if version is None:
             row = {"project_id": key.project_id, "session_id": key.session_id, "version": 1, **values}
-            written = await conn.execute(self._insert_session, row)
-        else:
-            row = {**_key(key), "key_version": version, "version": version + 1, **values}
-            written = await conn.execute(_UPDATE_IF_UNCHANGED, row)
+            return self._insert_session, row
+        return _UPDATE_IF_UNCHANGED, {**_key(key), "key_version": version, "version": version + 1, **values}
+
+    # --- SQLite: the work the writer thread runs, in its transaction --------------------------------
+
+    async def _attempt_on_sqlite(
+        self, writer: SqliteWriter, key: SessionKey, command: Command
+    ) -> Applied | None:
+        """Read, decide and write in one piece of a writer batch. With a `before_write` hook (tests),
+        the decision is made in one batch and written in a later one, if the version is still the
+        one decided on, so the hook runs between them with no lock held, as on PostgreSQL."""
+        if self.before_write is None:
+            return await writer.run(partial(self._decide_and_write, key, command))
+        applied, version = await writer.run(partial(self._decide_only, key, command))
+        if not applied.decision.changed:
+            return applied
+        await self._before_write(key, command)
+        return await writer.run(partial(self._write_decided, key, version, applied))
+
+    def _read_sqlite(self, conn: sqlite3.Connection, key: SessionKey) -> tuple[Session, int | None]:
+        row = conn.execute(_SQLITE_READ, (key.project_id, key.session_id)).fetchone()
+        return (Session(), None) if row is None else (load_session(row[0]), row[1])
+
+    def _decide_only(
+        self, key: SessionKey, command: Command, conn: sqlite3.Connection
+    ) -> tuple[Applied, int | None]:
+        state, version = self._read_sqlite(conn, key)
+        return self._decide(state, command, _host_now()), version
+
+    def _decide_and_write(
+        self, key: SessionKey, command: Command, conn: sqlite3.Connection
+    ) -> Applied | None:
+        """The clock is read as the writer decides (I10: SQLite's clock is the host's)."""
+        applied, version = self._decide_only(key, command, conn)
+        if applied.decision.changed and not self._write_sqlite(
+            conn, key, version, applied.decision, applied.now
+        ):
+            return None  # read and written in one transaction: cannot happen; decided again if it did
+        return applied
+
+    def _write_decided(
+        self, key: SessionKey, version: int | None, applied: Applied, conn: sqlite3.Connection
+    ) -> Applied | None:
+        return applied if self._write_sqlite(conn, key, version, applied.decision, applied.now) else None
+
+    def _write_sqlite(
+        self, conn: sqlite3.Connection, key: SessionKey, version: int | None, decision: Decision, now: int
+    ) -> bool:
+        """`_write` on the writer's connection: False (nothing written) when the version changed."""
+        written = self._statements.execute(conn, *self._document_write(key, version, decision, now))
         if written.rowcount != 1:
-            raise _Conflict
-        await record(conn, key, decision.events)
+            return False
+        for statement, rows in recording("sqlite", [(key, decision.events)]):
+            self._statements.execute_many(conn, statement, rows)
+        return True
+
+    def _probe_sqlite(self, conn: sqlite3.Connection) -> None:
+        self._statements.execute(conn, _PROBE, _key(_PROBE_KEY))
+
+    # --- reads ---------------------------------------------------------------------------------------
 
     async def load(self, key: SessionKey) -> Session:
         with unavailable_on_failure():
@@ -186,12 +273,19 @@ class SqlStore(CompareAndSetStore):
         """A write transaction that changes nothing: an UPDATE of no row, which still needs the
         write lock (SQLite) or a writable database (not a PostgreSQL standby), and the schema."""
         with unavailable_on_failure():
+            if self.writer is not None:
+                # A piece of the writer's next batch: no second writer contending for the lock.
+                await self.writer.run(self._probe_sqlite)
+                return
             async with self._engine.connect() as conn:
                 # Its own transaction, so SQLite's write lock is held inside the statement only.
                 autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
                 await autocommit.execute(_PROBE, _key(_PROBE_KEY))
 
     async def close(self) -> None:
+        """Commits what the writer has queued, then closes every connection."""
+        if self.writer is not None:
+            await self.writer.close()
         await self._engine.dispose()
 
 
