@@ -52,7 +52,11 @@ OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 SETTLE_S = 1.0
 # Untimed seconds at full load before each throughput phase.
 THROUGHPUT_WARMUP_S = 0.3
-ADMIT_LATENCY_TARGET = 1.5
+# Issue 12's targets, each against the gRPC + one Redis round trip floor.
+ADMIT_P50_TARGET = 1.3
+ADMIT_RATE_TARGET = 0.8
+HEARTBEAT_RATE_TARGET = 0.9
+ADMIT_CPU_TARGET = 1.5
 STOP_P99_TARGET_MS = 25.0
 STANDALONE_REDIS = "redis://127.0.0.1:6379/0"
 # The bench's own client of a topology it started (the ledger backlog between phases).
@@ -326,7 +330,7 @@ class Bench:
                 latency_table(floor_empty, floor_redis, rows),
                 throughput_table(self.opts.callers, floor_empty, floor_redis, rows),
                 push_table(pushes),
-                target_table(targets(floor_redis, ops, pushes)),
+                target_table(targets(floor_redis, ops, pushes, self.opts.callers)),
                 *self.notes,
                 *(f"FAILED: {failure}" for failure in self.failures),
             ]
@@ -334,13 +338,41 @@ class Bench:
 
 
 def targets(
-    floor_redis: Measured, ops: Sequence[Measured], pushes: Sequence[tuple[str, Latency]]
+    floor_redis: Measured, ops: Sequence[Measured], pushes: Sequence[tuple[str, Latency]], callers: int
 ) -> list[Target]:
-    """AdmitTurn p50 against the gRPC+Redis floor; both Stop → notified p99s against 25 ms."""
-    admit = next(m for m in ops if m.name == "AdmitTurn")
-    ratio = admit.latency.p50 / floor_redis.latency.p50
-    stop_rows = [Target(f"{name} p99", lat.p99, STOP_P99_TARGET_MS, " ms") for name, lat in pushes[:2]]
-    return [Target("AdmitTurn p50 / gRPC+Redis floor p50", ratio, ADMIT_LATENCY_TARGET, "x"), *stop_rows]
+    """Against the gRPC+Redis floor: AdmitTurn p50, AdmitTurn and Heartbeat calls/s and the
+    server's CPU per AdmitTurn with `callers` callers; both Stop → notified p99s against 25 ms."""
+    admit, beat = (next(m for m in ops if m.name == name) for name in ("AdmitTurn", "Heartbeat"))
+    floor = floor_redis.throughput
+    return [
+        Target(
+            "redis: AdmitTurn p50 / floor p50",
+            admit.latency.p50 / floor_redis.latency.p50,
+            ADMIT_P50_TARGET,
+            "x",
+        ),
+        Target(
+            f"redis: AdmitTurn calls/s / floor's ({callers} callers)",
+            admit.throughput.per_s / floor.per_s,
+            ADMIT_RATE_TARGET,
+            "x",
+            at_least=True,
+        ),
+        Target(
+            f"redis: Heartbeat calls/s / floor's ({callers} callers)",
+            beat.throughput.per_s / floor.per_s,
+            HEARTBEAT_RATE_TARGET,
+            "x",
+            at_least=True,
+        ),
+        Target(
+            f"redis: server CPU per AdmitTurn / floor's ({callers} callers)",
+            admit.throughput.cpu_us_per_call("server") / floor.cpu_us_per_call("server"),
+            ADMIT_CPU_TARGET,
+            "x",
+        ),
+        *(Target(f"redis: {name} p99", lat.p99, STOP_P99_TARGET_MS, " ms") for name, lat in pushes[:2]),
+    ]
 
 
 def _failure(error: BaseException) -> str:

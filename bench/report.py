@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from measure import Latency, Throughput
 
@@ -15,6 +17,10 @@ class Measured:
     name: str
     latency: Latency
     throughput: Throughput
+
+
+# The environment variable naming where target_table also appends its targets.
+TARGETS_FILE = "TURNGATE_BENCH_TARGETS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +121,12 @@ def push_table(pushes: Sequence[tuple[str, Latency]]) -> str:
 
 
 def target_table(targets: Sequence[Target]) -> str:
+    """The Targets table; each target is also appended, as a line of JSON, to the file that
+    TARGETS_FILE names, if set (bench/targets.py gathers every benchmark's into one table)."""
+    if collected := os.environ.get(TARGETS_FILE):
+        with open(collected, "a") as out:
+            out.writelines(json.dumps(asdict(t)) + "\n" for t in targets)
+
     def row(t: Target) -> list[str]:
         return [
             t.name,

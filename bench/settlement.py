@@ -65,10 +65,9 @@ async def _settled(stubs: Stubs, ref: pb.SessionRef) -> pb.TurnRecord:
         await asyncio.sleep(POLL_S)
 
 
-def settlement_target(latency: Latency, lease_s: float) -> Target:
-    return Target(
-        "runner death → settled p99 (lease + 1 s)", latency.p99 / 1000, lease_s + SETTLE_MARGIN_S, " s"
-    )
+def settlement_target(latency: Latency, lease_s: float, store: str) -> Target:
+    name = f"{store}: runner death → settled p99 (lease + 1 s)"
+    return Target(name, latency.p99 / 1000, lease_s + SETTLE_MARGIN_S, " s")
 
 
 async def main(argv: Sequence[str] | None = None) -> int:
@@ -98,7 +97,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
         f"{args.turns} turns, lease {args.lease:g} s: admission → settled p50 {latency.p50 / 1000:.3f} s, "
         f"p99 {latency.p99 / 1000:.3f} s, max {latency.max / 1000:.3f} s"
     )
-    print(target_table([settlement_target(latency, args.lease)]))
+    kind = "redis" if store.startswith("redis") else "embedded"
+    print(target_table([settlement_target(latency, args.lease, kind)]))
     return 0
 
 
