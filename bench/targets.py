@@ -11,11 +11,13 @@ PostgreSQL at 127.0.0.1:5432.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from report import TARGETS_FILE, Target, target_table
@@ -37,13 +39,26 @@ def benchmarks(tmp: Path) -> list[list[str]]:
     ]
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="SCRIPT",
+        help="a benchmark not to run (e.g. workers.py)",
+    )
+    skip = set(parser.parse_args(argv).skip)
     failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="turngate-targets-") as tmp:
         collected = Path(tmp) / "targets.jsonl"
         collected.touch()
         env = {**os.environ, TARGETS_FILE: str(collected)}
         for script, *args in benchmarks(Path(tmp)):
+            if script in skip:
+                continue
             print(f"=== {script} {' '.join(args)}", flush=True)
             if subprocess.run([sys.executable, str(HERE / script), *args], env=env, check=False).returncode:
                 failed.append(script)
