@@ -66,19 +66,13 @@ async def spawn_workers(tmp: Path, prefix: str, *args: str, port: int) -> AsyncI
     every worker listens (the port serves as soon as one does)."""
     env = {"TURNGATE_REDIS_PREFIX": prefix}
     async with spawn_server(tmp, *workers_args(tmp), *args, port=port, env=env) as served:
-        await eventually(lambda: listeners(port) == WORKERS, timeout_s=WAIT_TIMEOUT_S)
+        await eventually(lambda: listening(tmp, port) == WORKERS, timeout_s=WAIT_TIMEOUT_S)
         yield served
 
 
-def listeners(port: int) -> int:
-    """How many sockets listen on `port` (state 0A in /proc/net/tcp and tcp6)."""
-    lines = [
-        *Path("/proc/net/tcp").read_text().splitlines(),
-        *Path("/proc/net/tcp6").read_text().splitlines(),
-    ]
-    return sum(
-        1 for line in lines[1:] if line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A"
-    )
+def listening(tmp: Path, port: int) -> int:
+    """How many workers have said they listen (each has its signal handlers by then)."""
+    return serve_log(tmp, port).read_text().count("turngate listening on")
 
 
 def running(pid: int) -> bool:

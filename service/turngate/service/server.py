@@ -224,8 +224,9 @@ def _base_options(settings: Settings) -> list[tuple[str, int]]:
     ]
 
 
-async def _until_signalled() -> signal.Signals:
-    """The first SIGTERM or SIGINT received."""
+def _first_signal() -> asyncio.Future[signal.Signals]:
+    """The first SIGTERM or SIGINT received from now on (handled from now on, so one that comes
+    while the process starts stops it once started, as any other would)."""
     received: asyncio.Future[signal.Signals] = asyncio.get_running_loop().create_future()
 
     def receive(sig: signal.Signals) -> None:
@@ -234,7 +235,7 @@ async def _until_signalled() -> signal.Signals:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, receive, sig)
-    return await received
+    return received
 
 
 async def serve(settings: Settings) -> None:
@@ -245,6 +246,7 @@ async def serve(settings: Settings) -> None:
             "INSECURE: listening on %s with no --auth-file: anyone who can connect may run and stop turns",
             settings.listen,
         )
+    signalled = _first_signal()
     server = TurngateServer(settings)
     await server.start()
     _tune_garbage_collector()
@@ -259,7 +261,7 @@ async def serve(settings: Settings) -> None:
             "tokens" if settings.auth_file else "no authentication",
         )
         # Ctrl-C comes from a person at a terminal, not from an orchestrator behind a load balancer.
-        if await _until_signalled() == signal.SIGTERM:
+        if await signalled == signal.SIGTERM:
             drain_delay = settings.drain_delay
         log.info("turngate shutting down (draining for %gs)", drain_delay)
     finally:
@@ -282,6 +284,7 @@ def _tune_garbage_collector() -> None:
 async def project(settings: Settings) -> None:
     """Runs only the ledger projector (redis mode) until SIGTERM or SIGINT, once the ledger has this
     release's schema (migrated here unless told not to)."""
+    signalled = _first_signal()
     engine = make_engine(ledger_url(settings))
     projector = projector_for(settings, engine)
     schema = LedgerSchema(ledger_url(settings), migrate=settings.migrate)
@@ -302,7 +305,7 @@ async def project(settings: Settings) -> None:
         supervisor.start(name, loop)
     log.info("turngate projecting the outboxes of %s into the ledger", settings.redis_prefix)
     try:
-        await _until_signalled()
+        await signalled
     finally:
         await supervisor.stop()
         await projector.close()
