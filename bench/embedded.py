@@ -31,12 +31,12 @@ import grpc
 
 from turngate.v1 import turngate_pb2 as pb
 
-from environment import ServerProcess, answers, cpu_seconds, free_port, load_average, wait_until
+from environment import cpu_seconds, load_average
 from floor_server import EMPTY
 from measure import Call, CpuMeter, Latency, Throughput, concurrent, sequential
 from report import Measured, Target, latency_table, table, target_table, throughput_table
 from rpcs import Caller, floor_calls, session
-from servers import HERE, SERVE_FLAGS, TURNGATE, Endpoint, Probe, floor_answers, turngate_serving
+from servers import HERE, SERVE_FLAGS, TURNGATE, Endpoint, floor_answers, launch, turngate_serving
 from sqlite_floor import SQLITE_WRITE
 
 SETTLE_S = 1.0
@@ -86,30 +86,6 @@ def progress(message: str) -> None:
 
 async def _client_cpu() -> float:
     return time.process_time()
-
-
-async def launch(
-    stack: AsyncExitStack,
-    name: str,
-    argv: Callable[[int], list[str]],
-    probe: Probe,
-    env: dict[str, str],
-    log: Path,
-) -> Endpoint:
-    """Starts a server on a free port and waits until `probe` passes; the stack stops it."""
-    port = free_port()
-    process = await ServerProcess.start(name, argv(port), env, log)
-    stack.push_async_callback(process.stop)
-    address = f"127.0.0.1:{port}"
-    channel = grpc.aio.insecure_channel(address)
-    stack.push_async_callback(channel.close)
-
-    async def ready() -> bool:
-        process.check_alive()
-        return await answers(lambda: probe(channel))
-
-    await wait_until(ready, name)
-    return Endpoint(process, address, channel)
 
 
 def floor_writes(channel: grpc.aio.Channel, name: str) -> Iterator[Call]:

@@ -41,12 +41,9 @@ from turngate.v1 import turngate_pb2 as pb
 
 from environment import (
     ServerProcess,
-    answers,
     cpu_seconds,
     delete_prefix,
-    free_port,
     load_average,
-    wait_until,
 )
 from fanout_floor import PUBLISH, READY, WATCH
 from idle_watchers import raise_fd_limit
@@ -54,6 +51,7 @@ from measure import Latency
 from report import Target, table, target_table
 from rpcs import Stubs, admit, session
 from servers import TURNGATE, turngate_serving
+from servers import launch as launch_endpoint
 from watching import FanOut, OnEvent, Watcher, turngate_fan_out
 
 HERE = Path(__file__).resolve().parent
@@ -133,18 +131,8 @@ async def launch(
     probe: Callable[[grpc.aio.Channel], Awaitable[bool]],
     env: dict[str, str],
 ) -> Server:
-    port = free_port()
-    process = await ServerProcess.start(name, argv(port), env, logs / f"{name}.log")
-    stack.push_async_callback(process.stop)
-    address = f"127.0.0.1:{port}"
-    async with grpc.aio.insecure_channel(address) as channel:
-
-        async def ready() -> bool:
-            process.check_alive()
-            return await answers(lambda: probe(channel))
-
-        await wait_until(ready, name)
-    return Server(name, process, address)
+    endpoint = await launch_endpoint(stack, name, argv, probe, env, logs / f"{name}.log")
+    return Server(name, endpoint.process, endpoint.address)
 
 
 class Servers:

@@ -93,12 +93,18 @@ async def turngate_serving(channel: grpc.aio.Channel) -> bool:
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-async def _launch(
-    stack: AsyncExitStack, run: Run, name: str, argv: Callable[[int], list[str]], probe: Probe
+async def launch(
+    stack: AsyncExitStack,
+    name: str,
+    argv: Callable[[int], list[str]],
+    probe: Probe,
+    env: dict[str, str],
+    log: Path,
 ) -> Endpoint:
-    """Starts a server on a free port and waits until `probe` passes; the stack stops it."""
+    """Starts a server on a free port, its output in `log`, and waits until `probe` passes; the
+    stack stops it."""
     port = free_port()
-    process = await ServerProcess.start(name, argv(port), run.env(), run.logs / f"{name}.log")
+    process = await ServerProcess.start(name, argv(port), env, log)
     stack.push_async_callback(process.stop)
     address = f"127.0.0.1:{port}"
     channel = grpc.aio.insecure_channel(address)
@@ -142,10 +148,14 @@ async def start_servers(
             "projector", [TURNGATE, "project", *store], run.env(), run.logs / "projector.log"
         )
         stack.push_async_callback(projector.stop)
+
+    def started(name: str, argv: Callable[[int], list[str]], probe: Probe) -> Awaitable[Endpoint]:
+        return launch(stack, name, argv, probe, run.env(), run.logs / f"{name}.log")
+
     return await asyncio.gather(
-        _launch(stack, run, "floor", floor, floor_answers),
-        _launch(stack, run, "replica-A", turngate, turngate_serving),
-        _launch(stack, run, "replica-B", turngate, turngate_serving),
+        started("floor", floor, floor_answers),
+        started("replica-A", turngate, turngate_serving),
+        started("replica-B", turngate, turngate_serving),
     )
 
 
