@@ -32,6 +32,9 @@ def _host_port(value: str) -> str:
 HostPort = Annotated[str, AfterValidator(_host_port)]
 
 
+MAX_WORKERS = 1024
+
+
 def _workers(value: object) -> object:
     if value == "auto":
         return value
@@ -44,7 +47,6 @@ def _workers(value: object) -> object:
     return count
 
 
-MAX_WORKERS = 1024
 Workers = Annotated[int | Literal["auto"], BeforeValidator(_workers)]
 
 
