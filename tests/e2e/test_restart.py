@@ -26,6 +26,11 @@ from tests.e2e.watching import collect, collect_until, settles, watch
 from turngate.v1 import turngate_pb2 as pb
 
 SESSION = pb.SessionRef(project_id="p-restart", session_id="s1")
+# A lease (seconds) that outlasts killing a server and starting another, also on a busy machine
+# (3 s once ran out while the second server started).
+OUTLASTING_A_RESTART = "15"
+# ... and one that outlasts it but then ends while the test watches.
+ENDING_AFTER_A_RESTART = "6"
 
 
 async def recorded_history(client: Client, session: pb.SessionRef, *turn_ids: str) -> list[bytes]:
@@ -39,12 +44,12 @@ async def recorded_history(client: Client, session: pb.SessionRef, *turn_ids: st
 async def test_restart_mid_turn_keeps_the_lease_then_settles_lost_once_and_later_starts_write_nothing(
     tmp_path: Path,
 ) -> None:
-    async with spawn_server(tmp_path, "--lease-ttl", "4") as first:
+    async with spawn_server(tmp_path, "--lease-ttl", ENDING_AFTER_A_RESTART) as first:
         admitted = await admit(first.client, SESSION, "t1")
         await record_call(first.client, admitted.lease, "c1")
         await first.kill()
 
-    async with spawn_server(tmp_path, "--lease-ttl", "4") as second:
+    async with spawn_server(tmp_path, "--lease-ttl", ENDING_AFTER_A_RESTART) as second:
         active = (await snapshot(second.client, SESSION)).active
         assert (active.turn_id, active.generation, active.phase) == (
             "t1",
@@ -74,17 +79,17 @@ async def test_restart_mid_turn_keeps_the_lease_then_settles_lost_once_and_later
     stored = dump(database(tmp_path))
 
     for _ in range(2):
-        async with spawn_server(tmp_path, "--lease-ttl", "4") as again:
+        async with spawn_server(tmp_path, "--lease-ttl", ENDING_AFTER_A_RESTART) as again:
             assert await recorded_history(again.client, SESSION, "t1") == history
         assert dump(database(tmp_path)) == stored
 
 
 async def test_restart_runner_heartbeat_within_the_lease_continues_its_turn(tmp_path: Path) -> None:
-    async with spawn_server(tmp_path, "--lease-ttl", "3") as first:
+    async with spawn_server(tmp_path, "--lease-ttl", OUTLASTING_A_RESTART) as first:
         admitted = await admit(first.client, SESSION, "t1")
         await first.kill()
 
-    async with spawn_server(tmp_path, "--lease-ttl", "3") as second:
+    async with spawn_server(tmp_path, "--lease-ttl", OUTLASTING_A_RESTART) as second:
         beat = await heartbeat(second.client, admitted.lease)
         assert beat.directive == pb.DIRECTIVE_CONTINUE
         assert beat.lease_expires_at.ToMicroseconds() > admitted.lease_expires_at.ToMicroseconds()
