@@ -19,6 +19,9 @@ import redis
 from redis.asyncio import Redis
 
 STOP_TIMEOUT_S = 15.0
+# A channel's options giving it a TCP connection of its own (gRPC would otherwise share one per
+# target), so that callers spread over connections, and so over processes sharing a port.
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 READY_TIMEOUT_S = 30.0
 _POLL_S = 0.05
 

@@ -40,6 +40,7 @@ from redis.asyncio import Redis
 from turngate.v1 import turngate_pb2 as pb
 
 from environment import (
+    OWN_CONNECTION,
     ServerProcess,
     cpu_seconds,
     delete_prefix,
@@ -50,13 +51,10 @@ from idle_watchers import raise_fd_limit
 from measure import Latency
 from report import Target, table, target_table
 from rpcs import Stubs, admit, session
-from servers import TURNGATE, turngate_serving
+from servers import HERE, SERVE_FLAGS, TURNGATE, turngate_serving
 from servers import launch as launch_endpoint
 from watching import FanOut, OnEvent, Watcher, turngate_fan_out
 
-HERE = Path(__file__).resolve().parent
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
-SERVE_FLAGS = ("--lease-ttl", "3600", "--stop-grace", "3600")
 FAN_OUT_TARGET = 1.5
 RSS_PER_STREAM_TARGET_KIB = 16.0
 # Seconds for the servers to settle before RSS is read (grpc-core's and Python's allocators).

@@ -46,12 +46,10 @@ from environment import (
 from measure import Call, Latency, sequential
 from report import table
 from rpcs import Caller, Stubs
-from servers import TURNGATE, turngate_serving
+from servers import HERE, SERVE_FLAGS, TURNGATE, turngate_serving
 
-HERE = Path(__file__).resolve().parent
 TOKEN = "bench-token-of-the-last-principal"
 PRINCIPALS = 100
-SERVE_FLAGS = ("--lease-ttl", "3600", "--stop-grace", "3600")
 OPERATIONS: tuple[tuple[str, Callable[[Caller], Iterator[Call]]], ...] = (
     ("AdmitTurn", Caller.admits),
     ("Heartbeat", Caller.heartbeats),

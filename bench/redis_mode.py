@@ -29,6 +29,7 @@ from redis.asyncio import Redis
 from turngate.service.store.redis.connection import Client, connect
 
 from environment import (
+    OWN_CONNECTION,
     cpu_seconds,
     create_database,
     delete_prefix,
@@ -47,8 +48,6 @@ from topologies import KINDS, Kind, Topology, cpu_of
 from topologies import start as start_topology
 from watching import fan_out, stop_to_notified
 
-# Watcher channels get connections of their own (gRPC would otherwise share one per target).
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 SETTLE_S = 1.0
 # Untimed seconds at full load before each throughput phase.
 THROUGHPUT_WARMUP_S = 0.3

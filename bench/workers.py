@@ -26,6 +26,7 @@ import grpc
 from redis.asyncio import Redis
 
 from environment import (
+    OWN_CONNECTION,
     ServerProcess,
     cpu_seconds,
     create_database,
@@ -43,7 +44,6 @@ from servers import HERE, SERVE_FLAGS, TURNGATE, Run, drain_ledger
 
 # More connections than processes, so the kernel spreads them over every process.
 CONNECTIONS = 16
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 WARMUP_S = 0.5
 
 
