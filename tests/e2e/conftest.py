@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 
 import pytest
 
-from tests.contract.backends import REDIS_SERVER
 from tests.e2e.servers import Client, OwnServer, running, settings_for
-from tests.replicas.cluster import REDIS_TIMEOUT_S, delete_prefix, unique_prefix
+from tests.replicas.cluster import REDIS_SERVER, prefix_on_shared_redis, unique_prefix
 from tests.topologies.fixtures import (  # noqa: F401  (fixtures)
     TOPOLOGIES,
     redis_cluster,
@@ -25,7 +24,6 @@ from tests.topologies.fixtures import (  # noqa: F401  (fixtures)
     shared_topology_url,
 )
 from turngate.service.server import TurngateServer
-from turngate.service.store.redis.connection import connect
 from turngate.v1 import turngate_pb2 as pb
 
 STORES = ["sqlite", pytest.param("redis", marks=pytest.mark.redis), *TOPOLOGIES]
@@ -49,17 +47,13 @@ async def serving_on(
         async for pair in running(settings_for(str(root), **timings)):
             yield pair
         return
-    prefix = unique_prefix()
     ledger = f"sqlite+aiosqlite:///{root / 'ledger.db'}"
-    try:
+    # The topologies are this run's own: their keys need no deleting.
+    prefixed = prefix_on_shared_redis() if store_url == REDIS_SERVER else nullcontext(unique_prefix())
+    async with prefixed as prefix:
         settings = settings_for(str(root), store=store_url, redis_prefix=prefix, ledger=ledger, **timings)
         async for pair in running(settings):
             yield pair
-    finally:
-        if store_url == REDIS_SERVER:  # the topologies are this run's own: their keys need no deleting
-            redis = connect(store_url, REDIS_TIMEOUT_S)
-            await delete_prefix(redis, prefix)
-            await redis.aclose()
 
 
 @pytest.fixture(scope="session")

@@ -18,14 +18,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.contract.backends import REDIS_SERVER
 from tests.e2e.calls import admit, complete, stop
 from tests.e2e.processes import Spawned, free_port, serve_log, spawn_server
 from tests.e2e.servers import client_for
 from tests.e2e.watching import collect, watch
-from tests.replicas.cluster import REDIS_TIMEOUT_S, delete_prefix, unique_prefix
+from tests.replicas.cluster import REDIS_SERVER, prefix_on_shared_redis
 from tests.waiting import eventually
-from turngate.service.store.redis.connection import connect
 from turngate.v1 import turngate_pb2 as pb
 
 pytestmark = pytest.mark.redis
@@ -41,11 +39,8 @@ WAIT_TIMEOUT_S = 30.0
 @pytest.fixture
 async def prefix() -> AsyncIterator[str]:
     """A Redis key prefix of the test's own, deleted afterwards."""
-    prefix = unique_prefix()
-    yield prefix
-    redis = connect(REDIS_SERVER, REDIS_TIMEOUT_S)
-    await delete_prefix(redis, prefix)
-    await redis.aclose()
+    async with prefix_on_shared_redis() as prefix:
+        yield prefix
 
 
 def workers_args(tmp: Path) -> tuple[str, ...]:

@@ -43,6 +43,7 @@ from tests.waiting import POLL_INTERVAL_S
 from turngate.service.core import SessionKey
 from turngate.service.sql.tables import session_events
 from turngate.service.store.redis.connection import Client as RedisClient
+from turngate.service.store.redis.connection import connect as connect_redis
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, session_of
 from turngate.v1 import turngate_pb2 as pb
 
@@ -64,6 +65,19 @@ async def delete_prefix(client: RedisClient, prefix: str) -> None:
     """Deletes every key under `prefix`, and nothing else (the Redis may be shared)."""
     async for name in client.scan_iter(match=f"{prefix}:*", count=1_000):
         await client.unlink(name)
+
+
+@asynccontextmanager
+async def prefix_on_shared_redis() -> AsyncIterator[str]:
+    """A key prefix of the caller's own on the shared Redis server (REDIS_SERVER), whose keys are
+    deleted at the end of the block."""
+    prefix = unique_prefix()
+    try:
+        yield prefix
+    finally:
+        redis = connect_redis(REDIS_SERVER, REDIS_TIMEOUT_S)
+        await delete_prefix(redis, prefix)
+        await redis.aclose()
 
 
 class PrivateRedis:
