@@ -190,7 +190,8 @@ def _body(message: pb.SessionEvent) -> EventBody:
                 trace_id=settled.trace_id,
                 raw=settled,
             )
-        case None:  # a kind added to the contract after this SDK was built
+        case "turn_queued" | "turn_dequeued" | "queue_paused" | "queue_resumed" | None:
+            # None: a kind added to the contract after this SDK was built
             return UnknownEvent()
         case _:
             assert_never(kind)

@@ -70,6 +70,10 @@ class _TurnPhaseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TurnPhase.V
     """A Stop was accepted; still holding the session until it settles."""
     TURN_PHASE_SETTLED: _TurnPhase.ValueType  # 3
     """Ended with exactly one outcome."""
+    TURN_PHASE_QUEUED: _TurnPhase.ValueType  # 4
+    """Waiting in the session's queue (AdmitTurn with ADMISSION_MODE_ENQUEUE or _INTERRUPT): no
+    lease, no generation, nothing written by it yet.
+    """
 
 class TurnPhase(_TurnPhase, metaclass=_TurnPhaseEnumTypeWrapper):
     """Where one turn is in its life."""
@@ -81,6 +85,10 @@ TURN_PHASE_STOPPING: TurnPhase.ValueType  # 2
 """A Stop was accepted; still holding the session until it settles."""
 TURN_PHASE_SETTLED: TurnPhase.ValueType  # 3
 """Ended with exactly one outcome."""
+TURN_PHASE_QUEUED: TurnPhase.ValueType  # 4
+"""Waiting in the session's queue (AdmitTurn with ADMISSION_MODE_ENQUEUE or _INTERRUPT): no
+lease, no generation, nothing written by it yet.
+"""
 Global___TurnPhase: _TypeAlias = TurnPhase  # noqa: Y015
 
 class _TurnOutcome:
@@ -98,6 +106,10 @@ class _TurnOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TurnOutco
     """Stopped: reported by the runner after a Stop, forced by the gateway, or stop grace expired."""
     TURN_OUTCOME_LOST: _TurnOutcome.ValueType  # 4
     """The lease expired: the runner stopped heartbeating."""
+    TURN_OUTCOME_EXPIRED: _TurnOutcome.ValueType  # 5
+    """Waited in the queue past its expires_at (max_queue_wait) without being admitted; settled by
+    the clock, like a lease.
+    """
 
 class TurnOutcome(_TurnOutcome, metaclass=_TurnOutcomeEnumTypeWrapper):
     """The one terminal outcome of a turn."""
@@ -111,6 +123,10 @@ TURN_OUTCOME_CANCELLED: TurnOutcome.ValueType  # 3
 """Stopped: reported by the runner after a Stop, forced by the gateway, or stop grace expired."""
 TURN_OUTCOME_LOST: TurnOutcome.ValueType  # 4
 """The lease expired: the runner stopped heartbeating."""
+TURN_OUTCOME_EXPIRED: TurnOutcome.ValueType  # 5
+"""Waited in the queue past its expires_at (max_queue_wait) without being admitted; settled by
+the clock, like a lease.
+"""
 Global___TurnOutcome: _TypeAlias = TurnOutcome  # noqa: Y015
 
 class _SettledBy:
@@ -251,6 +267,16 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """PERMISSION_DENIED: the turn was admitted to another authenticated principal; only that
     principal may heartbeat, record or complete it.
     """
+    ERROR_REASON_SESSION_QUEUE_FULL: _ErrorReason.ValueType  # 10
+    """RESOURCE_EXHAUSTED: the session's queue holds max_queue_depth turns already."""
+    ERROR_REASON_SESSION_QUEUE_PAUSED: _ErrorReason.ValueType  # 11
+    """ABORTED, without RetryInfo: no turn is active but turns wait in a paused queue, and a REJECT
+    admission does not jump it. Enqueue, or resume the queue (ControlService.ResumeQueue).
+    """
+    ERROR_REASON_ACTIVE_TURN_MISMATCH: _ErrorReason.ValueType  # 12
+    """FAILED_PRECONDITION: an INTERRUPT's expected_active_turn_id is not the active turn (another
+    turn is active, or none): nothing was stopped or queued.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Machine-readable refusal reasons (`ErrorInfo.reason` is the name without `ERROR_REASON_`)."""
@@ -279,7 +305,81 @@ ERROR_REASON_TURN_HELD_BY_OTHER_PRINCIPAL: ErrorReason.ValueType  # 9
 """PERMISSION_DENIED: the turn was admitted to another authenticated principal; only that
 principal may heartbeat, record or complete it.
 """
+ERROR_REASON_SESSION_QUEUE_FULL: ErrorReason.ValueType  # 10
+"""RESOURCE_EXHAUSTED: the session's queue holds max_queue_depth turns already."""
+ERROR_REASON_SESSION_QUEUE_PAUSED: ErrorReason.ValueType  # 11
+"""ABORTED, without RetryInfo: no turn is active but turns wait in a paused queue, and a REJECT
+admission does not jump it. Enqueue, or resume the queue (ControlService.ResumeQueue).
+"""
+ERROR_REASON_ACTIVE_TURN_MISMATCH: ErrorReason.ValueType  # 12
+"""FAILED_PRECONDITION: an INTERRUPT's expected_active_turn_id is not the active turn (another
+turn is active, or none): nothing was stopped or queued.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
+
+class _AdmissionMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AdmissionModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AdmissionMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ADMISSION_MODE_UNSPECIFIED: _AdmissionMode.ValueType  # 0
+    """As REJECT."""
+    ADMISSION_MODE_REJECT: _AdmissionMode.ValueType  # 1
+    """Refuse (SESSION_TURN_IN_USE, SESSION_STOPPING, or SESSION_QUEUE_PAUSED while turns wait)."""
+    ADMISSION_MODE_ENQUEUE: _AdmissionMode.ValueType  # 2
+    """Wait in the session's queue, first in first out, for at most max_queue_wait; admitted at
+    once on an idle session with an empty queue.
+    """
+    ADMISSION_MODE_INTERRUPT: _AdmissionMode.ValueType  # 3
+    """Stop the active turn (guarded by expected_active_turn_id when set) and wait at the head of
+    the queue; admitted at once on an idle session.
+    """
+
+class AdmissionMode(_AdmissionMode, metaclass=_AdmissionModeEnumTypeWrapper):
+    """What AdmitTurn does while another turn holds the session."""
+
+ADMISSION_MODE_UNSPECIFIED: AdmissionMode.ValueType  # 0
+"""As REJECT."""
+ADMISSION_MODE_REJECT: AdmissionMode.ValueType  # 1
+"""Refuse (SESSION_TURN_IN_USE, SESSION_STOPPING, or SESSION_QUEUE_PAUSED while turns wait)."""
+ADMISSION_MODE_ENQUEUE: AdmissionMode.ValueType  # 2
+"""Wait in the session's queue, first in first out, for at most max_queue_wait; admitted at
+once on an idle session with an empty queue.
+"""
+ADMISSION_MODE_INTERRUPT: AdmissionMode.ValueType  # 3
+"""Stop the active turn (guarded by expected_active_turn_id when set) and wait at the head of
+the queue; admitted at once on an idle session.
+"""
+Global___AdmissionMode: _TypeAlias = AdmissionMode  # noqa: Y015
+
+class _QueueAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _QueueActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_QueueAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    QUEUE_ACTION_UNSPECIFIED: _QueueAction.ValueType  # 0
+    """As PAUSE."""
+    QUEUE_ACTION_PAUSE: _QueueAction.ValueType  # 1
+    """The stopped turn's end pauses the queue: nothing starts until ResumeQueue."""
+    QUEUE_ACTION_CONTINUE: _QueueAction.ValueType  # 2
+    """The queue goes on: its head is admitted when the stopped turn ends."""
+    QUEUE_ACTION_CLEAR: _QueueAction.ValueType  # 3
+    """Every queued turn is cancelled now, in the Stop's own write."""
+
+class QueueAction(_QueueAction, metaclass=_QueueActionEnumTypeWrapper):
+    """What the session's queue does after a Stop."""
+
+QUEUE_ACTION_UNSPECIFIED: QueueAction.ValueType  # 0
+"""As PAUSE."""
+QUEUE_ACTION_PAUSE: QueueAction.ValueType  # 1
+"""The stopped turn's end pauses the queue: nothing starts until ResumeQueue."""
+QUEUE_ACTION_CONTINUE: QueueAction.ValueType  # 2
+"""The queue goes on: its head is admitted when the stopped turn ends."""
+QUEUE_ACTION_CLEAR: QueueAction.ValueType  # 3
+"""Every queued turn is cancelled now, in the Stop's own write."""
+Global___QueueAction: _TypeAlias = QueueAction  # noqa: Y015
 
 @_typing.final
 class SessionRef(_message.Message):
@@ -340,6 +440,48 @@ class TurnLease(_message.Message):
 Global___TurnLease: _TypeAlias = TurnLease  # noqa: Y015
 
 @_typing.final
+class QueuedTurn(_message.Message):
+    """A turn waiting in a session's queue."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    RUNNER_ID_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    QUEUED_AT_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    """The turn, as named at AdmitTurn."""
+    runner_id: _builtins.str
+    """Its runner."""
+    position: _builtins.int
+    """1-based place in the queue (1: admitted next)."""
+    @_builtins.property
+    def queued_at(self) -> _timestamp_pb2.Timestamp:
+        """When it joined the queue (store clock)."""
+
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When it leaves the queue EXPIRED unless admitted before."""
+
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        runner_id: _builtins.str = ...,
+        position: _builtins.int = ...,
+        queued_at: _timestamp_pb2.Timestamp | None = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "queued_at", b"queued_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "position", b"position", "queued_at", b"queued_at", "runner_id", b"runner_id", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueuedTurn: _TypeAlias = QueuedTurn  # noqa: Y015
+
+@_typing.final
 class AdmitTurnRequest(_message.Message):
     """A request to run a turn."""
 
@@ -349,10 +491,19 @@ class AdmitTurnRequest(_message.Message):
     TURN_ID_FIELD_NUMBER: _builtins.int
     RUNNER_ID_FIELD_NUMBER: _builtins.int
     LEASE_TTL_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    EXPECTED_ACTIVE_TURN_ID_FIELD_NUMBER: _builtins.int
+    MAX_QUEUE_WAIT_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """Chosen by the caller, unique within the session (a UUID is a good choice). Required."""
     runner_id: _builtins.str
     """Names the runner process; a second runner with another id cannot take the turn. Required."""
+    mode: Global___AdmissionMode.ValueType
+    """What to do while another turn holds the session; unset means REJECT."""
+    expected_active_turn_id: _builtins.str
+    """With INTERRUPT: the turn the caller means to interrupt. Set and not the active turn (or no
+    turn active): refused ACTIVE_TURN_MISMATCH, nothing changes. Empty: whatever is active.
+    """
     @_builtins.property
     def session(self) -> Global___SessionRef:
         """Required."""
@@ -363,6 +514,12 @@ class AdmitTurnRequest(_message.Message):
         Between 1 s and 24 h.
         """
 
+    @_builtins.property
+    def max_queue_wait(self) -> _duration_pb2.Duration:
+        """With ENQUEUE or INTERRUPT: the longest the turn may wait in the queue; unset means the
+        server's default (10 min unless configured). Between 1 s and the server's cap (1 h).
+        """
+
     def __init__(
         self,
         *,
@@ -370,10 +527,13 @@ class AdmitTurnRequest(_message.Message):
         turn_id: _builtins.str = ...,
         runner_id: _builtins.str = ...,
         lease_ttl: _duration_pb2.Duration | None = ...,
+        mode: Global___AdmissionMode.ValueType = ...,
+        expected_active_turn_id: _builtins.str = ...,
+        max_queue_wait: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["lease_ttl", b"lease_ttl", "session", b"session"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["lease_ttl", b"lease_ttl", "max_queue_wait", b"max_queue_wait", "session", b"session"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_ttl", b"lease_ttl", "runner_id", b"runner_id", "session", b"session", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_active_turn_id", b"expected_active_turn_id", "lease_ttl", b"lease_ttl", "max_queue_wait", b"max_queue_wait", "mode", b"mode", "runner_id", b"runner_id", "session", b"session", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -389,8 +549,14 @@ class AdmitTurnResponse(_message.Message):
     LEASE_EXPIRES_AT_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
+    QUEUED_FIELD_NUMBER: _builtins.int
+    QUEUE_DEPTH_FIELD_NUMBER: _builtins.int
     replayed: _builtins.bool
-    """True when this turn was already active for this runner: the same lease is returned."""
+    """True when this turn was already active (or queued) for this runner: the same lease (or
+    place) is returned.
+    """
+    queue_depth: _builtins.int
+    """With queued: how many turns wait in the session's queue."""
     @_builtins.property
     def lease(self) -> Global___TurnLease:
         """Present on every later write of this turn."""
@@ -403,6 +569,12 @@ class AdmitTurnResponse(_message.Message):
     def heartbeat_interval(self) -> _duration_pb2.Duration:
         """Recommended heartbeat interval: a third of the lease."""
 
+    @_builtins.property
+    def queued(self) -> Global___QueuedTurn:
+        """Set when the turn waits in the queue: then there is no lease. Send the same AdmitTurn again
+        (or watch the session for its turn_admitted) to learn the lease once it is promoted.
+        """
+
     def __init__(
         self,
         *,
@@ -410,10 +582,12 @@ class AdmitTurnResponse(_message.Message):
         lease_expires_at: _timestamp_pb2.Timestamp | None = ...,
         heartbeat_interval: _duration_pb2.Duration | None = ...,
         replayed: _builtins.bool = ...,
+        queued: Global___QueuedTurn | None = ...,
+        queue_depth: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "lease", b"lease", "lease_expires_at", b"lease_expires_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "lease", b"lease", "lease_expires_at", b"lease_expires_at", "queued", b"queued"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "lease", b"lease", "lease_expires_at", b"lease_expires_at", "replayed", b"replayed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "lease", b"lease", "lease_expires_at", b"lease_expires_at", "queue_depth", b"queue_depth", "queued", b"queued", "replayed", b"replayed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -782,6 +956,8 @@ class TurnRecord(_message.Message):
     LEASE_EXPIRES_AT_FIELD_NUMBER: _builtins.int
     STOP_REASON_FIELD_NUMBER: _builtins.int
     STOP_DEADLINE_FIELD_NUMBER: _builtins.int
+    QUEUED_AT_FIELD_NUMBER: _builtins.int
+    WAITED_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """The turn's id."""
     runner_id: _builtins.str
@@ -824,6 +1000,16 @@ class TurnRecord(_message.Message):
     def stop_deadline(self) -> _timestamp_pb2.Timestamp:
         """While stopping: when the service settles it CANCELLED."""
 
+    @_builtins.property
+    def queued_at(self) -> _timestamp_pb2.Timestamp:
+        """For a turn that waited in the queue: when it was queued (then admitted_at is when it was
+        promoted; a turn that never ran has generation 0 and no admitted_at).
+        """
+
+    @_builtins.property
+    def waited(self) -> _duration_pb2.Duration:
+        """For a turn that waited in the queue: how long, until it was admitted or left the queue."""
+
     def __init__(
         self,
         *,
@@ -842,10 +1028,12 @@ class TurnRecord(_message.Message):
         lease_expires_at: _timestamp_pb2.Timestamp | None = ...,
         stop_reason: _builtins.str = ...,
         stop_deadline: _timestamp_pb2.Timestamp | None = ...,
+        queued_at: _timestamp_pb2.Timestamp | None = ...,
+        waited: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "lease_expires_at", b"lease_expires_at", "settled_at", b"settled_at", "stop_deadline", b"stop_deadline"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "lease_expires_at", b"lease_expires_at", "queued_at", b"queued_at", "settled_at", b"settled_at", "stop_deadline", b"stop_deadline", "waited", b"waited"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "error", b"error", "generation", b"generation", "interactions", b"interactions", "lease_expires_at", b"lease_expires_at", "outcome", b"outcome", "phase", b"phase", "runner_id", b"runner_id", "settled_at", b"settled_at", "settled_by", b"settled_by", "stop_deadline", b"stop_deadline", "stop_reason", b"stop_reason", "stop_requested", b"stop_requested", "tool_calls", b"tool_calls", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "error", b"error", "generation", b"generation", "interactions", b"interactions", "lease_expires_at", b"lease_expires_at", "outcome", b"outcome", "phase", b"phase", "queued_at", b"queued_at", "runner_id", b"runner_id", "settled_at", b"settled_at", "settled_by", b"settled_by", "stop_deadline", b"stop_deadline", "stop_reason", b"stop_reason", "stop_requested", b"stop_requested", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "waited", b"waited"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -924,6 +1112,7 @@ class CancelTurnRequest(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     FORCE_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
     expected_turn_id: _builtins.str
     """The turn the user meant to stop. Empty: whatever is active (unguarded)."""
     reason: _builtins.str
@@ -932,6 +1121,8 @@ class CancelTurnRequest(_message.Message):
     """Settle the turn CANCELLED now instead of asking the runner to stop."""
     request_id: _builtins.str
     """Idempotency key: a retry with the same id returns the first answer and changes nothing."""
+    queue: Global___QueueAction.ValueType
+    """What the session's queue does after this Stop; unset means PAUSE."""
     @_builtins.property
     def session(self) -> Global___SessionRef:
         """Required."""
@@ -944,10 +1135,11 @@ class CancelTurnRequest(_message.Message):
         reason: _builtins.str = ...,
         force: _builtins.bool = ...,
         request_id: _builtins.str = ...,
+        queue: Global___QueueAction.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_turn_id", b"expected_turn_id", "force", b"force", "reason", b"reason", "request_id", b"request_id", "session", b"session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_turn_id", b"expected_turn_id", "force", b"force", "queue", b"queue", "reason", b"reason", "request_id", b"request_id", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -971,12 +1163,16 @@ class CancelTurnResponse(_message.Message):
         BEFORE_START_FIELD_NUMBER: _builtins.int
         CANCELLED_INTERACTION_IDS_FIELD_NUMBER: _builtins.int
         STOP_DEADLINE_FIELD_NUMBER: _builtins.int
+        QUEUED_FIELD_NUMBER: _builtins.int
+        CLEARED_TURN_IDS_FIELD_NUMBER: _builtins.int
         stopping_turn_id: _builtins.str
         """The turn now STOPPING (unset when it settled at once or had not started)."""
         settled: _builtins.bool
         """True when the turn settled CANCELLED at once (force=true)."""
         before_start: _builtins.bool
         """True when the expected turn had never been admitted: it is refused when it arrives."""
+        queued: _builtins.bool
+        """True when the expected turn was waiting in the queue: it left the queue CANCELLED."""
         @_builtins.property
         def cancelled_turn_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
             """The turns this Stop cancelled (the expected one)."""
@@ -991,6 +1187,10 @@ class CancelTurnResponse(_message.Message):
         def stop_deadline(self) -> _timestamp_pb2.Timestamp:
             """When the service settles the stopping turn CANCELLED if the runner has not."""
 
+        @_builtins.property
+        def cleared_turn_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+            """The queued turns cancelled by QUEUE_ACTION_CLEAR."""
+
         def __init__(
             self,
             *,
@@ -1000,10 +1200,12 @@ class CancelTurnResponse(_message.Message):
             before_start: _builtins.bool = ...,
             cancelled_interaction_ids: _abc.Iterable[_builtins.str] | None = ...,
             stop_deadline: _timestamp_pb2.Timestamp | None = ...,
+            queued: _builtins.bool = ...,
+            cleared_turn_ids: _abc.Iterable[_builtins.str] | None = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _typing.Literal["stop_deadline", b"stop_deadline"]  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["before_start", b"before_start", "cancelled_interaction_ids", b"cancelled_interaction_ids", "cancelled_turn_ids", b"cancelled_turn_ids", "settled", b"settled", "stop_deadline", b"stop_deadline", "stopping_turn_id", b"stopping_turn_id"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["before_start", b"before_start", "cancelled_interaction_ids", b"cancelled_interaction_ids", "cancelled_turn_ids", b"cancelled_turn_ids", "cleared_turn_ids", b"cleared_turn_ids", "queued", b"queued", "settled", b"settled", "stop_deadline", b"stop_deadline", "stopping_turn_id", b"stopping_turn_id"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1164,6 +1366,62 @@ class ResolveInteractionResponse(_message.Message):
 Global___ResolveInteractionResponse: _TypeAlias = ResolveInteractionResponse  # noqa: Y015
 
 @_typing.final
+class ResumeQueueRequest(_message.Message):
+    """Un-pauses a session's queue."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Idempotency key; the call is idempotent anyway (resuming a queue that runs changes nothing)."""
+    @_builtins.property
+    def session(self) -> Global___SessionRef:
+        """Required."""
+
+    def __init__(
+        self,
+        *,
+        session: Global___SessionRef | None = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeQueueRequest: _TypeAlias = ResumeQueueRequest  # noqa: Y015
+
+@_typing.final
+class ResumeQueueResponse(_message.Message):
+    """The queue after ResumeQueue."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ADMITTED_TURN_ID_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    admitted_turn_id: _builtins.str
+    """The turn admitted from the queue's head (empty: a turn is still active, or the queue is empty)."""
+    @_builtins.property
+    def queue(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueuedTurn]:
+        """The turns still waiting, head first."""
+
+    def __init__(
+        self,
+        *,
+        admitted_turn_id: _builtins.str = ...,
+        queue: _abc.Iterable[Global___QueuedTurn] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_turn_id", b"admitted_turn_id", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeQueueResponse: _TypeAlias = ResumeQueueResponse  # noqa: Y015
+
+@_typing.final
 class WatchSessionRequest(_message.Message):
     """Streams a session."""
 
@@ -1244,6 +1502,10 @@ class SessionEvent(_message.Message):
     TOOL_CALL_FIELD_NUMBER: _builtins.int
     INTERACTION_FIELD_NUMBER: _builtins.int
     TURN_SETTLED_FIELD_NUMBER: _builtins.int
+    TURN_QUEUED_FIELD_NUMBER: _builtins.int
+    TURN_DEQUEUED_FIELD_NUMBER: _builtins.int
+    QUEUE_PAUSED_FIELD_NUMBER: _builtins.int
+    QUEUE_RESUMED_FIELD_NUMBER: _builtins.int
     EPOCH_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Position in the log: 1, 2, 3… A snapshot's seq is the head it reflects."""
@@ -1284,6 +1546,22 @@ class SessionEvent(_message.Message):
     def turn_settled(self) -> Global___TurnSettled:
         """A turn settled."""
 
+    @_builtins.property
+    def turn_queued(self) -> Global___TurnQueued:
+        """A turn joined the queue."""
+
+    @_builtins.property
+    def turn_dequeued(self) -> Global___TurnDequeued:
+        """A queued turn left the queue without running (cancelled, cleared or expired)."""
+
+    @_builtins.property
+    def queue_paused(self) -> Global___QueuePaused:
+        """A turn's end paused the queue."""
+
+    @_builtins.property
+    def queue_resumed(self) -> Global___QueueResumed:
+        """ResumeQueue un-paused the queue."""
+
     def __init__(
         self,
         *,
@@ -1296,13 +1574,17 @@ class SessionEvent(_message.Message):
         tool_call: Global___ToolCallChanged | None = ...,
         interaction: Global___InteractionChanged | None = ...,
         turn_settled: Global___TurnSettled | None = ...,
+        turn_queued: Global___TurnQueued | None = ...,
+        turn_dequeued: Global___TurnDequeued | None = ...,
+        queue_paused: Global___QueuePaused | None = ...,
+        queue_resumed: Global___QueueResumed | None = ...,
         epoch: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["interaction", b"interaction", "kind", b"kind", "session", b"session", "snapshot", b"snapshot", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_settled", b"turn_settled"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["interaction", b"interaction", "kind", b"kind", "queue_paused", b"queue_paused", "queue_resumed", b"queue_resumed", "session", b"session", "snapshot", b"snapshot", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_dequeued", b"turn_dequeued", "turn_queued", b"turn_queued", "turn_settled", b"turn_settled"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "interaction", b"interaction", "kind", b"kind", "seq", b"seq", "session", b"session", "snapshot", b"snapshot", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_settled", b"turn_settled"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "interaction", b"interaction", "kind", b"kind", "queue_paused", b"queue_paused", "queue_resumed", b"queue_resumed", "seq", b"seq", "session", b"session", "snapshot", b"snapshot", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_dequeued", b"turn_dequeued", "turn_queued", b"turn_queued", "turn_settled", b"turn_settled"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["snapshot", "turn_admitted", "stop_requested", "tool_call", "interaction", "turn_settled"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["snapshot", "turn_admitted", "stop_requested", "tool_call", "interaction", "turn_settled", "turn_queued", "turn_dequeued", "queue_paused", "queue_resumed"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -1321,6 +1603,9 @@ class SessionSnapshot(_message.Message):
     LAST_SETTLED_FIELD_NUMBER: _builtins.int
     RESYNC_FIELD_NUMBER: _builtins.int
     EPOCH_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    QUEUE_PAUSED_FIELD_NUMBER: _builtins.int
+    QUEUE_PAUSED_BY_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """The last event reflected (0 for a session that never had one)."""
     phase: Global___SessionPhase.ValueType
@@ -1332,6 +1617,10 @@ class SessionSnapshot(_message.Message):
     """
     epoch: _builtins.int
     """The epoch of the session's log: resume a watch from seq with it (WatchSessionRequest.epoch)."""
+    queue_paused: _builtins.bool
+    """True when the queue waits for ResumeQueue (a turn's end paused it)."""
+    queue_paused_by: _builtins.str
+    """The turn whose end paused the queue."""
     @_builtins.property
     def session(self) -> Global___SessionRef:
         """The session."""
@@ -1344,6 +1633,10 @@ class SessionSnapshot(_message.Message):
     def last_settled(self) -> Global___TurnRecord:
         """The last settled turn, if any."""
 
+    @_builtins.property
+    def queue(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueuedTurn]:
+        """The turns waiting for the session, head first."""
+
     def __init__(
         self,
         *,
@@ -1354,10 +1647,13 @@ class SessionSnapshot(_message.Message):
         last_settled: Global___TurnRecord | None = ...,
         resync: _builtins.bool = ...,
         epoch: _builtins.int = ...,
+        queue: _abc.Iterable[Global___QueuedTurn] | None = ...,
+        queue_paused: _builtins.bool = ...,
+        queue_paused_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "last_settled", b"last_settled", "session", b"session"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "epoch", b"epoch", "last_settled", b"last_settled", "phase", b"phase", "resync", b"resync", "seq", b"seq", "session", b"session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "epoch", b"epoch", "last_settled", b"last_settled", "phase", b"phase", "queue", b"queue", "queue_paused", b"queue_paused", "queue_paused_by", b"queue_paused_by", "resync", b"resync", "seq", b"seq", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1370,22 +1666,154 @@ class TurnAdmitted(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TURN_FIELD_NUMBER: _builtins.int
+    FROM_QUEUE_FIELD_NUMBER: _builtins.int
+    WAITED_FIELD_NUMBER: _builtins.int
+    from_queue: _builtins.bool
+    """True when it was promoted from the session's queue (its runner learns its lease by sending
+    the same AdmitTurn again).
+    """
     @_builtins.property
     def turn(self) -> Global___TurnRecord:
         """The turn, RUNNING."""
+
+    @_builtins.property
+    def waited(self) -> _duration_pb2.Duration:
+        """With from_queue: how long it waited."""
 
     def __init__(
         self,
         *,
         turn: Global___TurnRecord | None = ...,
+        from_queue: _builtins.bool = ...,
+        waited: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn", "waited", b"waited"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_queue", b"from_queue", "turn", b"turn", "waited", b"waited"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TurnAdmitted: _TypeAlias = TurnAdmitted  # noqa: Y015
+
+@_typing.final
+class TurnQueued(_message.Message):
+    """A turn joined the session's queue."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    position: _builtins.int
+    """Its 1-based place (1 for an INTERRUPT's turn)."""
+    @_builtins.property
+    def turn(self) -> Global___QueuedTurn:
+        """The queued turn."""
+
+    def __init__(
+        self,
+        *,
+        turn: Global___QueuedTurn | None = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["position", b"position", "turn", b"turn"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnQueued: _TypeAlias = TurnQueued  # noqa: Y015
+
+@_typing.final
+class TurnDequeued(_message.Message):
+    """A queued turn left the queue without running."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CLEARED_FIELD_NUMBER: _builtins.int
+    RUNNER_ID_FIELD_NUMBER: _builtins.int
+    WAITED_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    """The turn."""
+    outcome: Global___TurnOutcome.ValueType
+    """CANCELLED (a Stop named it, or cleared the queue) or EXPIRED (waited past expires_at)."""
+    reason: _builtins.str
+    """The Stop's reason, when a Stop removed it."""
+    cleared: _builtins.bool
+    """True when a Stop's QUEUE_ACTION_CLEAR removed it."""
+    runner_id: _builtins.str
+    """Its runner."""
+    @_builtins.property
+    def waited(self) -> _duration_pb2.Duration:
+        """How long it waited in the queue."""
+
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        outcome: Global___TurnOutcome.ValueType = ...,
+        reason: _builtins.str = ...,
+        cleared: _builtins.bool = ...,
+        runner_id: _builtins.str = ...,
+        waited: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["waited", b"waited"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cleared", b"cleared", "outcome", b"outcome", "reason", b"reason", "runner_id", b"runner_id", "turn_id", b"turn_id", "waited", b"waited"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnDequeued: _TypeAlias = TurnDequeued  # noqa: Y015
+
+@_typing.final
+class QueuePaused(_message.Message):
+    """A turn's end paused the queue: nothing is admitted from it until ResumeQueue."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    """The turn whose end paused it."""
+    outcome: Global___TurnOutcome.ValueType
+    """How that turn ended (FAILED, LOST or CANCELLED by a Stop)."""
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        outcome: Global___TurnOutcome.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueuePaused: _TypeAlias = QueuePaused  # noqa: Y015
+
+@_typing.final
+class QueueResumed(_message.Message):
+    """ResumeQueue un-paused the queue."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    """The turn whose end had paused it."""
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueResumed: _TypeAlias = QueueResumed  # noqa: Y015
 
 @_typing.final
 class StopRequested(_message.Message):

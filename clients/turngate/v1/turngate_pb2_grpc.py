@@ -67,8 +67,10 @@ class AdmissionServiceServicer:
     """
 
     def AdmitTurn(self, request, context):
-        """Admits the turn if the session is idle; otherwise refuses with an ErrorReason.
-        Idempotent for the same turn_id and runner_id while the turn is active (replayed=true).
+        """Admits the turn if the session is idle; otherwise, by mode, refuses with an ErrorReason
+        (REJECT, the default), queues it (ENQUEUE) or stops the active turn and queues it first
+        (INTERRUPT). Idempotent for the same turn_id and runner_id: the same lease while the turn is
+        active (replayed=true), its place while it waits, its lease once promoted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -298,6 +300,11 @@ class ControlServiceStub:
                 request_serializer=turngate_dot_v1_dot_turngate__pb2.ResolveInteractionRequest.SerializeToString,
                 response_deserializer=turngate_dot_v1_dot_turngate__pb2.ResolveInteractionResponse.FromString,
                 _registered_method=True)
+        self.ResumeQueue = channel.unary_unary(
+                '/turngate.v1.ControlService/ResumeQueue',
+                request_serializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueRequest.SerializeToString,
+                response_deserializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueResponse.FromString,
+                _registered_method=True)
 
 
 class ControlServiceServicer:
@@ -318,6 +325,13 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResumeQueue(self, request, context):
+        """Un-pauses the session's queue; its head is admitted at once if no turn is active.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -330,6 +344,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.ResolveInteraction,
                     request_deserializer=turngate_dot_v1_dot_turngate__pb2.ResolveInteractionRequest.FromString,
                     response_serializer=turngate_dot_v1_dot_turngate__pb2.ResolveInteractionResponse.SerializeToString,
+            ),
+            'ResumeQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeQueue,
+                    request_deserializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueRequest.FromString,
+                    response_serializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -387,6 +406,33 @@ class ControlService:
             '/turngate.v1.ControlService/ResolveInteraction',
             turngate_dot_v1_dot_turngate__pb2.ResolveInteractionRequest.SerializeToString,
             turngate_dot_v1_dot_turngate__pb2.ResolveInteractionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turngate.v1.ControlService/ResumeQueue',
+            turngate_dot_v1_dot_turngate__pb2.ResumeQueueRequest.SerializeToString,
+            turngate_dot_v1_dot_turngate__pb2.ResumeQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

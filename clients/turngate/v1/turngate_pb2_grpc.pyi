@@ -44,8 +44,10 @@ class AdmissionServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> AdmissionServiceAsyncStub: ...
     AdmitTurn: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.AdmitTurnRequest, _turngate_pb2.AdmitTurnResponse]
-    """Admits the turn if the session is idle; otherwise refuses with an ErrorReason.
-    Idempotent for the same turn_id and runner_id while the turn is active (replayed=true).
+    """Admits the turn if the session is idle; otherwise, by mode, refuses with an ErrorReason
+    (REJECT, the default), queues it (ENQUEUE) or stops the active turn and queues it first
+    (INTERRUPT). Idempotent for the same turn_id and runner_id: the same lease while the turn is
+    active (replayed=true), its place while it waits, its lease once promoted.
     """
     Heartbeat: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.HeartbeatRequest, _turngate_pb2.HeartbeatResponse]
     """Extends the lease and tells the runner whether to continue, stop or abandon."""
@@ -62,8 +64,10 @@ class AdmissionServiceAsyncStub(AdmissionServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     AdmitTurn: _aio.UnaryUnaryMultiCallable[_turngate_pb2.AdmitTurnRequest, _turngate_pb2.AdmitTurnResponse]  # type: ignore[assignment]
-    """Admits the turn if the session is idle; otherwise refuses with an ErrorReason.
-    Idempotent for the same turn_id and runner_id while the turn is active (replayed=true).
+    """Admits the turn if the session is idle; otherwise, by mode, refuses with an ErrorReason
+    (REJECT, the default), queues it (ENQUEUE) or stops the active turn and queues it first
+    (INTERRUPT). Idempotent for the same turn_id and runner_id: the same lease while the turn is
+    active (replayed=true), its place while it waits, its lease once promoted.
     """
     Heartbeat: _aio.UnaryUnaryMultiCallable[_turngate_pb2.HeartbeatRequest, _turngate_pb2.HeartbeatResponse]  # type: ignore[assignment]
     """Extends the lease and tells the runner whether to continue, stop or abandon."""
@@ -83,8 +87,10 @@ class AdmissionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _turngate_pb2.AdmitTurnRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_turngate_pb2.AdmitTurnResponse, _abc.Awaitable[_turngate_pb2.AdmitTurnResponse]]:
-        """Admits the turn if the session is idle; otherwise refuses with an ErrorReason.
-        Idempotent for the same turn_id and runner_id while the turn is active (replayed=true).
+        """Admits the turn if the session is idle; otherwise, by mode, refuses with an ErrorReason
+        (REJECT, the default), queues it (ENQUEUE) or stops the active turn and queues it first
+        (INTERRUPT). Idempotent for the same turn_id and runner_id: the same lease while the turn is
+        active (replayed=true), its place while it waits, its lease once promoted.
         """
 
     @_abc_1.abstractmethod
@@ -132,6 +138,8 @@ class ControlServiceStub:
     """Stops the turn named by expected_turn_id (or whatever is active when it is empty)."""
     ResolveInteraction: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ResolveInteractionRequest, _turngate_pb2.ResolveInteractionResponse]
     """Answers a PENDING interaction of the active turn; the first answer wins."""
+    ResumeQueue: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ResumeQueueRequest, _turngate_pb2.ResumeQueueResponse]
+    """Un-pauses the session's queue; its head is admitted at once if no turn is active."""
 
 @_typing.type_check_only
 class ControlServiceAsyncStub(ControlServiceStub):
@@ -142,6 +150,8 @@ class ControlServiceAsyncStub(ControlServiceStub):
     """Stops the turn named by expected_turn_id (or whatever is active when it is empty)."""
     ResolveInteraction: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ResolveInteractionRequest, _turngate_pb2.ResolveInteractionResponse]  # type: ignore[assignment]
     """Answers a PENDING interaction of the active turn; the first answer wins."""
+    ResumeQueue: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ResumeQueueRequest, _turngate_pb2.ResumeQueueResponse]  # type: ignore[assignment]
+    """Un-pauses the session's queue; its head is admitted at once if no turn is active."""
 
 class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
     """Gateways: forward a user's Stop and answers to interactions."""
@@ -161,6 +171,14 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_turngate_pb2.ResolveInteractionResponse, _abc.Awaitable[_turngate_pb2.ResolveInteractionResponse]]:
         """Answers a PENDING interaction of the active turn; the first answer wins."""
+
+    @_abc_1.abstractmethod
+    def ResumeQueue(
+        self,
+        request: _turngate_pb2.ResumeQueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turngate_pb2.ResumeQueueResponse, _abc.Awaitable[_turngate_pb2.ResumeQueueResponse]]:
+        """Un-pauses the session's queue; its head is admitted at once if no turn is active."""
 
 def add_ControlServiceServicer_to_server(servicer: ControlServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -83,6 +83,19 @@ class Settings(BaseSettings):
         ge=_seconds(limits.MIN_MEMORY_TTL),
         le=_seconds(limits.MAX_MEMORY_TTL),
     )
+    # The turn queue: how long a queued turn waits when its AdmitTurn names no max_queue_wait, the
+    # most an AdmitTurn may name, and how many turns may wait per session.
+    queue_wait: Seconds = Field(
+        _seconds(limits.DEFAULT_MAX_QUEUE_WAIT),
+        ge=_seconds(limits.MIN_QUEUE_WAIT),
+        le=_seconds(limits.MAX_QUEUE_WAIT),
+    )
+    max_queue_wait: Seconds = Field(
+        _seconds(limits.DEFAULT_QUEUE_WAIT_CAP),
+        ge=_seconds(limits.MIN_QUEUE_WAIT),
+        le=_seconds(limits.MAX_QUEUE_WAIT),
+    )
+    max_queue_depth: int = Field(limits.DEFAULT_MAX_QUEUE_DEPTH, ge=1, le=limits.MAX_QUEUE_DEPTH)
     # How many of a session's latest events a watcher may resume from; older cursors resync.
     event_retention: int = Field(1_000, ge=100, le=1_000_000)
     # Events queued for one watcher before its stream ends and it must resume from its cursor.
@@ -194,6 +207,14 @@ class Settings(BaseSettings):
             raise ValueError("a redis store needs a ledger: --ledger postgresql+asyncpg://…")
         if not self.redis_mode and self.ledger is not None:
             raise ValueError("--ledger is for a redis store; a SQL store keeps its own ledger")
+        return self
+
+    @model_validator(mode="after")
+    def _queue_wait_within_cap(self) -> Settings:
+        if self.queue_wait > self.max_queue_wait:
+            raise ValueError(
+                f"queue_wait ({self.queue_wait:g}s) must not exceed max_queue_wait ({self.max_queue_wait:g}s)"
+            )
         return self
 
     @model_validator(mode="after")

@@ -97,6 +97,9 @@ class TurngateServer:
             max_open_tool_calls=settings.max_open_tool_calls,
             max_pending_interactions=settings.max_pending_interactions,
             max_active_sessions_per_project=settings.max_active_sessions_per_project,
+            queue_wait=round(settings.queue_wait * limits.SECOND),
+            max_queue_wait=round(settings.max_queue_wait * limits.SECOND),
+            max_queue_depth=settings.max_queue_depth,
         )
         quota = WatchQuota(settings.max_watches_per_principal, settings.max_watches_per_session)
         projector = backend.projector

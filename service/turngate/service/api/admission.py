@@ -28,7 +28,8 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
         key, command = parse.admit(request, self._policy, traceparent(metadata), current_principal.get().name)
         if command.max_active_in_project:
             command = replace(command, active_in_project=await self._active_in_project(key, command))
-        reply = await decided(self._store, context, key, command, core.Admitted, admission=True)
+        expected = (core.Admitted, core.Queued)
+        reply = await decided(self._store, context, key, command, expected, admission=True)
         return convert.admitted(key, reply)
 
     async def _active_in_project(self, key: SessionKey, command: core.Admit) -> int:

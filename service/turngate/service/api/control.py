@@ -30,3 +30,8 @@ class ControlService(pb_grpc.ControlServiceServicer):
         key, command = parse.resolve_interaction(request)
         reply = await decided(self._store, context, key, command, core.InteractionReply)
         return convert.interaction_resolved(reply)
+
+    @guarded
+    async def ResumeQueue(self, request: pb.ResumeQueueRequest, context: Context) -> pb.ResumeQueueResponse:
+        key, command = parse.resume_queue(request)
+        return convert.resumed(await decided(self._store, context, key, command, core.Resumed))

@@ -80,12 +80,14 @@ def turn_record(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
         outcome=outcome(view.outcome),
         settled_by=pb.SettledBy.ValueType(view.settled_by or 0),
         stop_requested=view.stop_requested,
-        admitted_at=timestamp(view.admitted_at),
+        admitted_at=timestamp(view.admitted_at or None),
         settled_at=timestamp(view.settled_at),
         error=view.error,
         lease_expires_at=None if view.settled_at else timestamp(view.lease_expires_at),
         stop_reason=view.stop_reason,
         stop_deadline=None if view.settled_at else timestamp(view.stop_deadline),
+        queued_at=timestamp(view.queued_at),
+        waited=None if view.waited is None else duration(view.waited),
     )
     if with_calls:
         record.tool_calls.extend(tool_call(call) for call in view.tool_calls)
@@ -93,8 +95,23 @@ def turn_record(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
     return record
 
 
+def queued_turn(turn: core.QueuedTurn, position: int) -> pb.QueuedTurn:
+    return pb.QueuedTurn(
+        turn_id=turn.turn_id,
+        runner_id=turn.runner_id,
+        position=position,
+        queued_at=timestamp(turn.queued_at),
+        expires_at=timestamp(turn.expires_at),
+    )
+
+
+def queue(turns: tuple[core.QueuedTurn, ...]) -> list[pb.QueuedTurn]:
+    return [queued_turn(turn, position) for position, turn in enumerate(turns, start=1)]
+
+
 def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.SessionSnapshot:
     last = state.last_settled
+    paused_by = state.queue_paused_by
     return pb.SessionSnapshot(
         session=session_ref(key),
         seq=state.head,
@@ -103,6 +120,9 @@ def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.S
         last_settled=turn_record(turn_view(last)) if last else None,
         resync=resync,
         epoch=state.epoch,
+        queue=queue(state.queue),
+        queue_paused=paused_by is not None,
+        queue_paused_by=paused_by.turn_id if paused_by else "",
     )
 
 
@@ -122,14 +142,20 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
     )
     match value.body:
         case core.TurnAdmitted() as b:
-            out.turn_admitted.turn.CopyFrom(
-                pb.TurnRecord(
-                    turn_id=b.turn_id,
-                    runner_id=b.runner_id,
-                    generation=b.generation,
-                    phase=pb.TURN_PHASE_RUNNING,
-                    admitted_at=timestamp(b.admitted_at),
-                    lease_expires_at=timestamp(b.lease_expires_at),
+            out.turn_admitted.CopyFrom(
+                pb.TurnAdmitted(
+                    turn=pb.TurnRecord(
+                        turn_id=b.turn_id,
+                        runner_id=b.runner_id,
+                        generation=b.generation,
+                        phase=pb.TURN_PHASE_RUNNING,
+                        admitted_at=timestamp(b.admitted_at),
+                        lease_expires_at=timestamp(b.lease_expires_at),
+                        queued_at=timestamp(b.admitted_at - b.waited) if b.from_queue else None,
+                        waited=duration(b.waited) if b.from_queue else None,
+                    ),
+                    from_queue=b.from_queue,
+                    waited=duration(b.waited) if b.from_queue else None,
                 )
             )
         case core.StopRequested() as b:
@@ -168,12 +194,46 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
                     trace_id=trace_id(b.traceparent),
                 )
             )
+        case core.TurnQueued() as b:
+            out.turn_queued.CopyFrom(
+                pb.TurnQueued(
+                    turn=pb.QueuedTurn(
+                        turn_id=b.turn_id,
+                        runner_id=b.runner_id,
+                        position=b.position,
+                        queued_at=timestamp(b.queued_at),
+                        expires_at=timestamp(b.expires_at),
+                    ),
+                    position=b.position,
+                )
+            )
+        case core.TurnDequeued() as b:
+            out.turn_dequeued.CopyFrom(
+                pb.TurnDequeued(
+                    turn_id=b.turn_id,
+                    outcome=outcome(b.outcome),
+                    reason=b.reason,
+                    cleared=b.cleared,
+                    runner_id=b.runner_id,
+                    waited=duration(value.time - b.queued_at),
+                )
+            )
+        case core.QueuePaused() as b:
+            out.queue_paused.CopyFrom(pb.QueuePaused(turn_id=b.turn_id, outcome=outcome(b.outcome)))
+        case core.QueueResumed() as b:
+            out.queue_resumed.CopyFrom(pb.QueueResumed(turn_id=b.turn_id))
         case _:
             assert_never(value.body)
     return out
 
 
-def admitted(key: SessionKey, reply: core.Admitted) -> pb.AdmitTurnResponse:
+def admitted(key: SessionKey, reply: core.Admitted | core.Queued) -> pb.AdmitTurnResponse:
+    if isinstance(reply, core.Queued):
+        return pb.AdmitTurnResponse(
+            replayed=reply.replayed,
+            queued=queued_turn(reply.turn, reply.position),
+            queue_depth=reply.depth,
+        )
     return pb.AdmitTurnResponse(
         lease=pb.TurnLease(session=session_ref(key), turn_id=reply.turn_id, generation=reply.generation),
         lease_expires_at=timestamp(reply.lease_expires_at),
@@ -227,6 +287,8 @@ def cancelled(reply: core.CancelReply) -> pb.CancelTurnResponse:
                     before_start=reply.before_start,
                     cancelled_interaction_ids=reply.cancelled_interaction_ids,
                     stop_deadline=timestamp(reply.stop_deadline),
+                    queued=reply.queued,
+                    cleared_turn_ids=reply.cleared_turn_ids,
                 )
             )
         case core.Mismatch():
@@ -249,3 +311,7 @@ def cancelled(reply: core.CancelReply) -> pb.CancelTurnResponse:
             )
         case _:
             assert_never(reply)
+
+
+def resumed(reply: core.Resumed) -> pb.ResumeQueueResponse:
+    return pb.ResumeQueueResponse(admitted_turn_id=reply.admitted_turn_id, queue=queue(reply.queue))

@@ -37,6 +37,9 @@ _CODES = {
     core.ErrorReason.INTERACTION_NOT_PENDING: code_pb2.FAILED_PRECONDITION,
     core.ErrorReason.LIMIT_EXCEEDED: code_pb2.RESOURCE_EXHAUSTED,
     core.ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL: code_pb2.PERMISSION_DENIED,
+    core.ErrorReason.SESSION_QUEUE_FULL: code_pb2.RESOURCE_EXHAUSTED,
+    core.ErrorReason.SESSION_QUEUE_PAUSED: code_pb2.ABORTED,
+    core.ErrorReason.ACTIVE_TURN_MISMATCH: code_pb2.FAILED_PRECONDITION,
 }
 
 

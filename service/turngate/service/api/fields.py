@@ -31,6 +31,14 @@ class InvalidArgument(Exception):
         self.violations = violations
 
 
+def _spoken(us: int) -> str:
+    """A bound in the largest whole unit: 1s, 10m, 24h."""
+    for unit, size in (("h", 3600 * limits.SECOND), ("m", 60 * limits.SECOND)):
+        if us % size == 0:
+            return f"{us // size}{unit}"
+    return f"{us / limits.SECOND:g}s"
+
+
 _E = TypeVar("_E", bound=IntEnum)
 _P = TypeVar("_P")
 
@@ -85,14 +93,18 @@ class Checker:
         return key, turn_id, lease.generation
 
     def lease_ttl(self, field: str, present: bool, value: Duration) -> int | None:
+        return self.duration(field, present, value, limits.MIN_LEASE_TTL, limits.MAX_LEASE_TTL)
+
+    def duration(self, field: str, present: bool, value: Duration, low: int, high: int) -> int | None:
+        """A Duration in µs, within [low, high] µs; None when absent or invalid."""
         if not present:
             return None
         if not -999_999_999 <= value.nanos <= 999_999_999 or value.seconds * value.nanos < 0:
             self.fail(field, "is not a valid duration")
             return None
         us = value.seconds * limits.SECOND + value.nanos // 1000
-        if not limits.MIN_LEASE_TTL <= us <= limits.MAX_LEASE_TTL:
-            self.fail(field, "must be between 1s and 24h")
+        if not low <= us <= high:
+            self.fail(field, f"must be between {_spoken(low)} and {_spoken(high)}")
         return us
 
     def page_size(self, value: int) -> int:

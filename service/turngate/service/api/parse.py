@@ -14,6 +14,9 @@ from turngate.v1 import turngate_pb2 as pb
 
 _RECORDABLE = choices(core.ToolCallStatus.OPEN, core.ToolCallStatus.SUCCEEDED, core.ToolCallStatus.FAILED)
 _REPORTABLE = choices(core.TurnOutcome.COMPLETED, core.TurnOutcome.FAILED, core.TurnOutcome.CANCELLED)
+# Unset (0) is the contract's default: REJECT for a mode, PAUSE for a queue action.
+_MODES = {0: core.AdmissionMode.REJECT, **choices(*core.AdmissionMode)}
+_QUEUE_ACTIONS = {0: core.QueueAction.PAUSE, **choices(*core.QueueAction)}
 
 
 def admit(
@@ -24,7 +27,18 @@ def admit(
     turn_id = check.identifier("turn_id", request.turn_id)
     runner_id = check.identifier("runner_id", request.runner_id)
     ttl = check.lease_ttl("lease_ttl", request.HasField("lease_ttl"), request.lease_ttl)
+    mode = check.choice("mode", request.mode, _MODES)
+    guard = check.identifier("expected_active_turn_id", request.expected_active_turn_id, required=False)
+    if guard and mode is not core.AdmissionMode.INTERRUPT:
+        check.fail("expected_active_turn_id", "is only allowed with mode ADMISSION_MODE_INTERRUPT")
+    has_wait = request.HasField("max_queue_wait")
+    wait = check.duration(
+        "max_queue_wait", has_wait, request.max_queue_wait, limits.MIN_QUEUE_WAIT, policy.max_queue_wait
+    )
+    if has_wait and mode is core.AdmissionMode.REJECT:
+        check.fail("max_queue_wait", "is only allowed with mode ADMISSION_MODE_ENQUEUE or _INTERRUPT")
     check.done()
+    assert mode is not None
     return key, core.Admit(
         turn_id,
         runner_id,
@@ -32,6 +46,11 @@ def admit(
         trace,
         principal,
         max_active_in_project=policy.max_active_sessions_per_project,
+        mode=mode,
+        expected_active_turn_id=guard,
+        max_queue_wait=wait or policy.queue_wait,
+        max_queue_depth=policy.max_queue_depth,
+        stop_grace=policy.stop_grace,
     )
 
 
@@ -92,8 +111,20 @@ def cancel(request: pb.CancelTurnRequest, policy: Policy) -> tuple[SessionKey, c
     expected = check.identifier("expected_turn_id", request.expected_turn_id, required=False)
     reason = check.text("reason", request.reason, limits.MAX_TEXT)
     request_id = check.identifier("request_id", request.request_id, required=False)
+    queue = check.choice("queue", request.queue, _QUEUE_ACTIONS)
     check.done()
-    return key, core.Cancel(expected, reason, request.force, request_id, policy.stop_grace, policy.memory_ttl)
+    assert queue is not None
+    return key, core.Cancel(
+        expected, reason, request.force, request_id, policy.stop_grace, policy.memory_ttl, queue
+    )
+
+
+def resume_queue(request: pb.ResumeQueueRequest) -> tuple[SessionKey, core.ResumeQueue]:
+    check = Checker()
+    key = check.session("session", request.HasField("session"), request.session)
+    check.identifier("request_id", request.request_id, required=False)
+    check.done()
+    return key, core.ResumeQueue()
 
 
 def resolve_interaction(request: pb.ResolveInteractionRequest) -> tuple[SessionKey, core.ResolveInteraction]:

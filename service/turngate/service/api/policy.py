@@ -17,3 +17,8 @@ class Policy:
     max_open_tool_calls: int = limits.MAX_OPEN_TOOL_CALLS
     max_pending_interactions: int = limits.MAX_PENDING_INTERACTIONS
     max_active_sessions_per_project: int = 0
+    # The turn queue (§7): an admission's wait when it names none, the most it may name, and how
+    # many turns may wait per session.
+    queue_wait: int = limits.DEFAULT_MAX_QUEUE_WAIT
+    max_queue_wait: int = limits.DEFAULT_QUEUE_WAIT_CAP
+    max_queue_depth: int = limits.DEFAULT_MAX_QUEUE_DEPTH

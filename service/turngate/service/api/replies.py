@@ -36,6 +36,18 @@ async def decided(
     context: Context,
     key: SessionKey,
     command: core.Command,
+    expected: tuple[type[_R], type[_R2]],
+    *,
+    admission: bool = False,
+) -> _R | _R2: ...
+
+
+@overload
+async def decided(
+    store: Store,
+    context: Context,
+    key: SessionKey,
+    command: core.Command,
     expected: tuple[type[_R], type[_R2], type[_R3]],
     *,
     admission: bool = False,

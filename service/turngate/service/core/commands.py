@@ -7,13 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turngate.service.core import limits
-from turngate.service.core.enums import ToolCallStatus, TurnOutcome
+from turngate.service.core.enums import AdmissionMode, QueueAction, ToolCallStatus, TurnOutcome
 
 
 @dataclass(frozen=True, slots=True)
 class Admit:
     """`active_in_project` is how many of the project's sessions had an active turn when the
-    caller looked; `max_active_in_project` bounds it (0: no bound)."""
+    caller looked; `max_active_in_project` bounds it (0: no bound).
+
+    `mode` says what happens while another turn holds the session (§7): REJECT refuses, ENQUEUE
+    waits in the queue for at most `max_queue_wait` µs, INTERRUPT stops the active turn (guarded by
+    `expected_active_turn_id` when set; the stop has `stop_grace`) and waits at the queue's head.
+    `max_queue_depth` is the configured bound on the queue."""
 
     turn_id: str
     runner_id: str
@@ -22,6 +27,11 @@ class Admit:
     principal: str = ""
     active_in_project: int = 0
     max_active_in_project: int = 0
+    mode: AdmissionMode = AdmissionMode.REJECT
+    expected_active_turn_id: str = ""
+    max_queue_wait: int = limits.DEFAULT_MAX_QUEUE_WAIT
+    max_queue_depth: int = limits.DEFAULT_MAX_QUEUE_DEPTH
+    stop_grace: int = limits.DEFAULT_STOP_GRACE
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +86,8 @@ class Cancel:
     """A Stop. Empty `expected_turn_id` stops whatever is active; `request_id` makes it idempotent.
 
     `stop_grace` is how long a stopping turn has to settle; `memory_ttl` how long a tombstone and
-    a request_id's answer are kept.
+    a request_id's answer are kept. `queue` is what the queue does after this Stop: PAUSE (when
+    the stopped turn ends), CONTINUE, or CLEAR (every queued turn is cancelled now).
     """
 
     expected_turn_id: str
@@ -85,12 +96,19 @@ class Cancel:
     request_id: str
     stop_grace: int
     memory_ttl: int
+    queue: QueueAction = QueueAction.PAUSE
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeQueue:
+    """Un-pauses the session's queue; the head is admitted at once if the session is idle."""
 
 
 @dataclass(frozen=True, slots=True)
 class Expire:
-    """The watchdog's tick: settle whatever the clock says is due."""
+    """The watchdog's tick: settle whatever the clock says is due (the active turn's deadlines and
+    queued turns' expiries)."""
 
 
 RunnerCommand = Heartbeat | RecordToolCall | RecordInteraction | Complete
-Command = Admit | RunnerCommand | ResolveInteraction | Cancel | Expire
+Command = Admit | RunnerCommand | ResolveInteraction | Cancel | ResumeQueue | Expire

@@ -6,6 +6,11 @@ belong to the principal that admitted it: `_foreign`); I4 guarded Stop:
 `_cancel`/`_stop`; I5 Stop is a request: `_stop_active`; I6 one outcome and I7 nothing left open:
 `_settle`; I8 no resurrection and I10 one clock: `_settle_if_due`, run before every command;
 I9 ordered events: `_Draft.finish`; I12 late approval refused: `_resolve_interaction`.
+
+The admission modes and the queue (§7): Q1 FIFO and Q4 bounded: `_admit`/`_enqueue`; Q2 promotion
+in the same write: `_promote_if_idle`, run at the end of every decision; Q3 pause: `_pause_if_asked`
+(in `_settle`), `_resume_queue`, `_clear_if_asked`; Q4 expiry: `_expire_queued`; Q5 idempotent:
+`_admit`; Q6 guarded Stop: `_stop`; Q7 guarded interrupt: `_interrupt`.
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ from turngate.service.core.commands import (
     RecordInteraction,
     RecordToolCall,
     ResolveInteraction,
+    ResumeQueue,
 )
 from turngate.service.core.enums import (
+    AdmissionMode,
     Directive,
     ErrorReason,
     InteractionStatus,
+    QueueAction,
     SettledBy,
     ToolCallStatus,
     TurnOutcome,
@@ -39,13 +47,24 @@ from turngate.service.core.events import (
     Event,
     EventBody,
     InteractionChanged,
+    QueuePaused,
+    QueueResumed,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
+    TurnDequeued,
+    TurnQueued,
     TurnSettled,
 )
 from turngate.service.core.model import NO_EPOCH, ActiveTurn, RequestMemo, Session
-from turngate.service.core.records import Interaction, SettledTurn, StopRequest, ToolCall
+from turngate.service.core.records import (
+    Interaction,
+    QueuedTurn,
+    QueuePause,
+    SettledTurn,
+    StopRequest,
+    ToolCall,
+)
 from turngate.service.core.replies import (
     Admitted,
     Cancelled,
@@ -55,8 +74,10 @@ from turngate.service.core.replies import (
     Idle,
     InteractionReply,
     Mismatch,
+    Queued,
     Refusal,
     Reply,
+    Resumed,
     Swept,
     ToolCallReply,
 )
@@ -77,6 +98,7 @@ class Decision:
 
 def decide(state: Session, command: Command, now: int) -> Decision:
     draft = _Draft(state, now)
+    expired = _expire_queued(draft)
     swept = _settle_if_due(draft)
     match command:
         case Admit():
@@ -93,10 +115,13 @@ def decide(state: Session, command: Command, now: int) -> Decision:
             reply = _complete(draft, command)
         case Cancel():
             reply = _cancel(draft, command)
+        case ResumeQueue():
+            reply = _resume_queue(draft)
         case Expire():
-            reply = Swept(settled=swept)
+            reply = Swept(settled=swept, expired_turn_ids=expired)
         case _:
             assert_never(command)
+    _promote_if_idle(draft)
     return draft.finish(reply)
 
 
@@ -130,6 +155,8 @@ class _Draft:
             next_seq=first + len(events),
             tombstones=_unexpired(self.state.tombstones, self.now, lambda exp: exp),
             requests=_unexpired(self.state.requests, self.now, lambda memo: memo.expires_at),
+            # An emptied queue is no longer paused: the next ENQUEUE on an idle session runs (Q1).
+            queue_paused_by=self.state.queue_paused_by if self.state.queue else None,
         )
         return Decision(state, events, reply, changed=True)
 
@@ -169,10 +196,10 @@ class ClockWindow:
 
 def clock_window(state: Session, now: int) -> ClockWindow:
     """The window of a decision on `state` at `now`: every instant the rules compare `now` with
-    (the active turn's deadline, tombstone and request-id expiries), split at `now`."""
-    deadline = state.deadline()
+    (the active turn's deadline, queued turns', tombstone and request-id expiries), split at `now`."""
     instants = [
-        *(() if deadline is None else (deadline,)),
+        *(() if state.active is None else (state.active.deadline(),)),
+        *(queued.expires_at for queued in state.queue),
         *state.tombstones.values(),
         *(memo.expires_at for memo in state.requests.values()),
     ]
@@ -219,10 +246,12 @@ def _settle(draft: _Draft, outcome: TurnOutcome, settled_by: SettledBy, error: s
         stop_reason=turn.stop.reason if turn.stop else "",
         error=error,
         principal=turn.principal,
+        queued_at=turn.queued_at,
     )
     draft.emit(TurnSettled(settled, tuple(interrupted), cancelled, turn.traceparent))
     recent = (*draft.state.recent, settled)[-limits.RECENT_TURNS :]
     draft.state = replace(draft.state, active=None, recent=recent)
+    _pause_if_asked(draft, turn, outcome)
     return settled
 
 
@@ -256,9 +285,25 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
             )
         if foreign := _foreign(active, cmd.principal):
             return foreign
+        if not active.claimed:  # a promoted turn's runner picks up its lease (Q2, Q5)
+            draft.set_active(replace(active, claimed=True))
         return Admitted(
             active.turn_id, active.generation, active.lease_expires_at, active.lease_ttl // 3, replayed=True
         )
+    if (waiting := state.queued(cmd.turn_id)) is not None:  # Q5: its position while queued
+        position, queued = waiting
+        if queued.runner_id != cmd.runner_id:
+            return _refusal_about_queued(
+                queued,
+                ErrorReason.TURN_OWNED_BY_OTHER_RUNNER,
+                f"turn {cmd.turn_id} is queued by another runner",
+            )
+        if queued.principal != cmd.principal:
+            return Refusal(
+                ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL,
+                f"turn {cmd.turn_id} was queued by another principal",
+            )
+        return Queued(queued, position, len(state.queue), replayed=True)
     settled = state.settled(cmd.turn_id)
     if settled is not None:
         return Refusal(
@@ -266,7 +311,11 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
             f"turn {cmd.turn_id} already settled {settled.outcome.name}",
             settled_outcome=settled.outcome,
         )
+    if cmd.mode is AdmissionMode.INTERRUPT:
+        return _interrupt(draft, cmd)
     if active is not None:
+        if cmd.mode is AdmissionMode.ENQUEUE:
+            return _enqueue(draft, cmd, head=False)
         if active.phase is TurnPhase.STOPPING:
             return _refusal_about(
                 active, ErrorReason.SESSION_STOPPING, f"session is stopping turn {active.turn_id}", now
@@ -274,9 +323,21 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
         return _refusal_about(
             active, ErrorReason.SESSION_TURN_IN_USE, f"session is running turn {active.turn_id}", now
         )
+    if state.queue:  # idle with turns waiting: the queue is paused (Q3); nobody jumps it
+        if cmd.mode is AdmissionMode.ENQUEUE:
+            return _enqueue(draft, cmd, head=False)
+        return _refusal_about_queued(
+            state.queue[0], ErrorReason.SESSION_QUEUE_PAUSED, "the session's queue is paused"
+        )
+    return _start(draft, cmd)
+
+
+def _start(draft: _Draft, cmd: Admit) -> Reply:
+    """Admits cmd's turn on an idle session now: a fresh generation (I2) and a lease."""
+    now = draft.now
     if cmd.max_active_in_project and cmd.active_in_project >= cmd.max_active_in_project:
         return _limit("active_sessions_per_project", cmd.max_active_in_project)
-    generation = max(state.generation + 1, now)
+    generation = _next_generation(draft)
     turn = ActiveTurn(
         turn_id=cmd.turn_id,
         runner_id=cmd.runner_id,
@@ -288,11 +349,207 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
         traceparent=cmd.traceparent,
         principal=cmd.principal,
     )
-    draft.state = replace(state, active=turn, generation=generation)
+    draft.state = replace(draft.state, active=turn)
     draft.emit(
         TurnAdmitted(turn.turn_id, turn.runner_id, generation, now, turn.lease_expires_at, turn.traceparent)
     )
     return Admitted(turn.turn_id, generation, turn.lease_expires_at, cmd.lease_ttl // 3, replayed=False)
+
+
+# --- the queue (Q1-Q7) ---------------------------------------------------------------------
+
+
+def _enqueue(draft: _Draft, cmd: Admit, *, head: bool) -> Reply:
+    """Q1/Q4: cmd's turn waits, at the tail (ENQUEUE) or the head (INTERRUPT), if there is room."""
+    state, now = draft.state, draft.now
+    if len(state.queue) >= cmd.max_queue_depth:
+        return _queue_full(state, cmd.max_queue_depth, now)
+    queued = QueuedTurn(
+        cmd.turn_id,
+        cmd.runner_id,
+        now,
+        now + cmd.max_queue_wait,
+        cmd.lease_ttl,
+        cmd.traceparent,
+        cmd.principal,
+    )
+    queue = (queued, *state.queue) if head else (*state.queue, queued)
+    position = 1 if head else len(queue)
+    draft.state = replace(state, queue=queue)
+    draft.emit(
+        TurnQueued(queued.turn_id, queued.runner_id, position, now, queued.expires_at, queued.traceparent)
+    )
+    return Queued(queued, position, len(queue), replayed=False)
+
+
+def _queue_full(state: Session, bound: int, now: int) -> Refusal:
+    message = f"the session's queue holds its {bound} turns"
+    if state.active is not None:
+        return _refusal_about(state.active, ErrorReason.SESSION_QUEUE_FULL, message, now)
+    return _refusal_about_queued(state.queue[0], ErrorReason.SESSION_QUEUE_FULL, message)
+
+
+def _interrupt(draft: _Draft, cmd: Admit) -> Reply:
+    """Q7: stop the active turn (if it is the one meant) and wait at the head of the queue."""
+    state, now = draft.state, draft.now
+    active = state.active
+    guard = cmd.expected_active_turn_id
+    if guard and (active is None or active.turn_id != guard):
+        message = f"turn {guard} is not the active turn"
+        if active is None:
+            return Refusal(ErrorReason.ACTIVE_TURN_MISMATCH, message + ": the session is idle")
+        return _refusal_about(active, ErrorReason.ACTIVE_TURN_MISMATCH, message, now)
+    if active is None:  # idle: it runs now, even ahead of a paused queue
+        return _start(draft, cmd)
+    if len(state.queue) >= cmd.max_queue_depth:
+        return _queue_full(state, cmd.max_queue_depth, now)
+    if active.stop is None:
+        stop = Cancel(
+            active.turn_id,
+            f"interrupted by turn {cmd.turn_id}",
+            force=False,
+            request_id="",
+            stop_grace=cmd.stop_grace,
+            memory_ttl=0,
+            queue=QueueAction.CONTINUE,
+        )
+        _stop_active(draft, active, stop)
+    elif active.stop.queue is QueueAction.PAUSE:  # already stopping: its end must not pause the queue
+        draft.set_active(replace(active, stop=replace(active.stop, queue=QueueAction.CONTINUE)))
+    return _enqueue(draft, cmd, head=True)
+
+
+def _promote_if_idle(draft: _Draft) -> str:
+    """Q2: an idle session with an unpaused queue admits its head now; returns its turn id."""
+    state, now = draft.state, draft.now
+    if state.active is not None or not state.queue or state.queue_paused:
+        return ""
+    head, rest = state.queue[0], state.queue[1:]
+    generation = _next_generation(draft)
+    turn = ActiveTurn(
+        turn_id=head.turn_id,
+        runner_id=head.runner_id,
+        generation=generation,
+        phase=TurnPhase.RUNNING,
+        admitted_at=now,
+        lease_ttl=head.lease_ttl,
+        lease_expires_at=now + head.lease_ttl,
+        traceparent=head.traceparent,
+        principal=head.principal,
+        claimed=False,
+        queued_at=head.queued_at,
+    )
+    draft.state = replace(draft.state, active=turn, queue=rest)
+    draft.emit(
+        TurnAdmitted(
+            turn.turn_id,
+            turn.runner_id,
+            generation,
+            now,
+            turn.lease_expires_at,
+            turn.traceparent,
+            from_queue=True,
+            waited=now - head.queued_at,
+        )
+    )
+    return head.turn_id
+
+
+def _pause_if_asked(draft: _Draft, turn: ActiveTurn, outcome: TurnOutcome) -> None:
+    """Q3: the end of `turn` pauses a non-empty queue unless nothing about it could surprise."""
+    state = draft.state
+    if not state.queue or state.queue_paused:
+        return
+    if turn.stop is not None:  # the Stop said what follows it (an INTERRUPT's says CONTINUE)
+        pauses = turn.stop.queue is QueueAction.PAUSE
+    elif outcome is TurnOutcome.LOST:  # a promoted turn whose runner never came: the next follows
+        pauses = turn.claimed
+    else:
+        pauses = outcome in (TurnOutcome.FAILED, TurnOutcome.CANCELLED)
+    if pauses:
+        draft.state = replace(state, queue_paused_by=QueuePause(turn.turn_id, outcome))
+        draft.emit(QueuePaused(turn.turn_id, outcome))
+
+
+def _expire_queued(draft: _Draft) -> tuple[str, ...]:
+    """Q4: queued turns whose expires_at has passed leave the queue EXPIRED, remembered as settled."""
+    state, now = draft.state, draft.now
+    due = [queued for queued in state.queue if queued.expires_at <= now]
+    if not due:
+        return ()
+    draft.state = replace(state, queue=tuple(q for q in state.queue if q.expires_at > now))
+    for q in due:
+        generation = _next_generation(draft)
+        draft.emit(TurnDequeued(q.turn_id, q.runner_id, generation, TurnOutcome.EXPIRED, q.queued_at))
+        ended = SettledTurn(
+            turn_id=q.turn_id,
+            runner_id=q.runner_id,
+            generation=generation,
+            outcome=TurnOutcome.EXPIRED,
+            settled_by=SettledBy.WATCHDOG,
+            admitted_at=0,
+            settled_at=now,
+            principal=q.principal,
+            queued_at=q.queued_at,
+        )
+        draft.state = replace(draft.state, recent=(*draft.state.recent, ended)[-limits.RECENT_TURNS :])
+    return tuple(q.turn_id for q in due)
+
+
+def _next_generation(draft: _Draft) -> int:
+    """A fresh generation (I2), taken: a turn's fencing token when admitted, its place in
+    history when it leaves the queue without running."""
+    generation = max(draft.state.generation + 1, draft.now)
+    draft.state = replace(draft.state, generation=generation)
+    return generation
+
+
+def _drop_queued(draft: _Draft, queued: QueuedTurn, cmd: Cancel, *, cleared: bool) -> None:
+    """A Stop cancels a queued turn: it leaves the queue and is tombstoned like any turn stopped
+    before it started (I4), so its AdmitTurn is refused TURN_CANCELLED."""
+    state = draft.state
+    tombstones = _keep_last(
+        state.tombstones, queued.turn_id, draft.now + cmd.memory_ttl, limits.MAX_TOMBSTONES
+    )
+    queue = tuple(q for q in state.queue if q.turn_id != queued.turn_id)
+    draft.state = replace(state, queue=queue, tombstones=tombstones)
+    generation = _next_generation(draft)
+    draft.emit(
+        TurnDequeued(
+            queued.turn_id,
+            queued.runner_id,
+            generation,
+            TurnOutcome.CANCELLED,
+            queued.queued_at,
+            cmd.reason,
+            cleared,
+        )
+    )
+
+
+def _clear_if_asked(draft: _Draft, cmd: Cancel, reply: Cancelled) -> Cancelled:
+    """Q3: a Stop with CLEAR cancels every queued turn in its own write."""
+    if cmd.queue is not QueueAction.CLEAR or not draft.state.queue:
+        return reply
+    cleared = draft.state.queue
+    for queued in cleared:
+        _drop_queued(draft, queued, cmd, cleared=True)
+    return replace(reply, cleared_turn_ids=tuple(q.turn_id for q in cleared))
+
+
+def _resume_queue(draft: _Draft) -> Resumed:
+    """Q3: ResumeQueue un-pauses the queue and admits its head if the session is idle."""
+    state = draft.state
+    if state.queue_paused_by is None:
+        return Resumed("", state.queue)
+    draft.state = replace(state, queue_paused_by=None)
+    draft.emit(QueueResumed(state.queue_paused_by.turn_id))
+    admitted = _promote_if_idle(draft)
+    return Resumed(admitted, draft.state.queue)
+
+
+def _refusal_about_queued(queued: QueuedTurn, reason: ErrorReason, message: str) -> Refusal:
+    return Refusal(reason, message, active_turn_id=queued.turn_id, active_phase=TurnPhase.QUEUED)
 
 
 def _tombstoned(state: Session, turn_id: str, now: int) -> bool:
@@ -359,7 +616,7 @@ def _heartbeat(draft: _Draft, cmd: Heartbeat) -> Reply:
         )
     if foreign := _foreign(turn, cmd.principal):
         return foreign
-    turn = replace(turn, lease_expires_at=draft.now + (cmd.lease_ttl or turn.lease_ttl))
+    turn = replace(turn, lease_expires_at=draft.now + (cmd.lease_ttl or turn.lease_ttl), claimed=True)
     draft.set_active(turn)
     if turn.stop is None:
         return HeartbeatReply(Directive.CONTINUE, turn.lease_expires_at)
@@ -386,7 +643,7 @@ def _record_tool_call(draft: _Draft, cmd: RecordToolCall) -> Reply:
             return _limit("open_tool_calls", cmd.max_open)
         call = ToolCall(cmd.name, cmd.status, draft.now, None if opening else draft.now)
     error = cmd.error if cmd.status is ToolCallStatus.FAILED else ""
-    draft.set_active(replace(turn, tool_calls={**turn.tool_calls, cmd.call_id: call}))
+    draft.set_active(replace(turn, tool_calls={**turn.tool_calls, cmd.call_id: call}, claimed=True))
     draft.emit(ToolCallChanged(turn.turn_id, turn.generation, cmd.call_id, call, error))
     return ToolCallReply(cmd.call_id, call, error, recorded=True)
 
@@ -410,7 +667,9 @@ def _record_interaction(draft: _Draft, cmd: RecordInteraction) -> Reply:
         interaction = Interaction(cmd.kind, InteractionStatus.CANCELLED, draft.now, draft.now)
     else:
         interaction = Interaction(cmd.kind, InteractionStatus.PENDING, draft.now)
-    draft.set_active(replace(turn, interactions={**turn.interactions, cmd.interaction_id: interaction}))
+    draft.set_active(
+        replace(turn, interactions={**turn.interactions, cmd.interaction_id: interaction}, claimed=True)
+    )
     draft.emit(InteractionChanged(turn.turn_id, turn.generation, cmd.interaction_id, interaction))
     return InteractionReply(turn.turn_id, cmd.interaction_id, interaction, "", recorded=True)
 
@@ -463,7 +722,10 @@ def _stop(draft: _Draft, cmd: Cancel) -> CancelReply:
     state, expected = draft.state, cmd.expected_turn_id
     active = state.active
     if active is not None and expected in ("", active.turn_id):
-        return _stop_active(draft, active, cmd)
+        return _clear_if_asked(draft, cmd, _stop_active(draft, active, cmd))
+    if expected and (waiting := state.queued(expected)) is not None:  # Q6: only that queued turn
+        _drop_queued(draft, waiting[1], cmd, cleared=False)
+        return _clear_if_asked(draft, cmd, Cancelled((expected,), queued=True))
     last = state.last_settled
     last_turn_id, last_outcome = (last.turn_id, last.outcome) if last else ("", None)
     settled = state.settled(expected) if expected else None
@@ -471,13 +733,15 @@ def _stop(draft: _Draft, cmd: Cancel) -> CancelReply:
         expected_outcome = settled.outcome if settled else None
         if active is not None:
             return Mismatch(expected, active.turn_id, active.phase, expected_outcome)
+        if not expected and cmd.queue is QueueAction.CLEAR and state.queue:  # clears a paused queue
+            return _clear_if_asked(draft, cmd, Cancelled(()))
         return Idle(expected, expected_outcome, last_turn_id, last_outcome)
     # Never admitted, as far as this session remembers: it must not start when it arrives.
     if not _tombstoned(state, expected, draft.now):
         tombstones = _keep_last(state.tombstones, expected, draft.now + cmd.memory_ttl, limits.MAX_TOMBSTONES)
         draft.state = replace(state, tombstones=tombstones)
         draft.emit(StopRequested(expected, 0, cmd.reason, draft.now, None, before_start=True))
-    return Cancelled((expected,), before_start=True)
+    return _clear_if_asked(draft, cmd, Cancelled((expected,), before_start=True))
 
 
 def _stop_active(draft: _Draft, turn: ActiveTurn, cmd: Cancel) -> Cancelled:
@@ -487,7 +751,7 @@ def _stop_active(draft: _Draft, turn: ActiveTurn, cmd: Cancel) -> Cancelled:
         draft.emit(StopRequested(turn.turn_id, turn.generation, cmd.reason, now, deadline, force=cmd.force))
     if turn.stop is None:
         turn, cancelled = _cancel_pending(draft, turn)
-        stop = StopRequest(now, cmd.reason, now if cmd.force else now + cmd.stop_grace, cancelled)
+        stop = StopRequest(now, cmd.reason, now if cmd.force else now + cmd.stop_grace, cancelled, cmd.queue)
         turn = replace(turn, phase=TurnPhase.STOPPING, stop=stop)
         draft.set_active(turn)
     else:

@@ -15,6 +15,7 @@ class TurnPhase(IntEnum):
     RUNNING = 1
     STOPPING = 2
     SETTLED = 3
+    QUEUED = 4
 
 
 class TurnOutcome(IntEnum):
@@ -22,6 +23,7 @@ class TurnOutcome(IntEnum):
     FAILED = 2
     CANCELLED = 3
     LOST = 4
+    EXPIRED = 5
 
 
 class SettledBy(IntEnum):
@@ -59,3 +61,22 @@ class ErrorReason(IntEnum):
     INTERACTION_NOT_PENDING = 7
     LIMIT_EXCEEDED = 8
     TURN_HELD_BY_OTHER_PRINCIPAL = 9
+    SESSION_QUEUE_FULL = 10
+    SESSION_QUEUE_PAUSED = 11
+    ACTIVE_TURN_MISMATCH = 12
+
+
+class AdmissionMode(IntEnum):
+    """What an admission does while another turn holds the session (docs/design.md §7)."""
+
+    REJECT = 1
+    ENQUEUE = 2
+    INTERRUPT = 3
+
+
+class QueueAction(IntEnum):
+    """What the queue does once the turn a Stop names has ended."""
+
+    PAUSE = 1
+    CONTINUE = 2
+    CLEAR = 3

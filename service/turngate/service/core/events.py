@@ -9,17 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from turngate.service.core.enums import TurnOutcome
 from turngate.service.core.records import Interaction, SettledTurn, ToolCall
 
 
 @dataclass(frozen=True, slots=True)
 class TurnAdmitted:
+    """`from_queue`: promoted from the queue, after waiting `waited` µs."""
+
     turn_id: str
     runner_id: str
     generation: int
     admitted_at: int
     lease_expires_at: int
     traceparent: str = ""
+    from_queue: bool = False
+    waited: int = 0
     kind: Literal["turn_admitted"] = "turn_admitted"
 
 
@@ -66,7 +71,63 @@ class TurnSettled:
     kind: Literal["turn_settled"] = "turn_settled"
 
 
-EventBody = TurnAdmitted | StopRequested | ToolCallChanged | InteractionChanged | TurnSettled
+@dataclass(frozen=True, slots=True)
+class TurnQueued:
+    """A turn joined the queue at 1-based `position` (1: the head, as an INTERRUPT's turn)."""
+
+    turn_id: str
+    runner_id: str
+    position: int
+    queued_at: int
+    expires_at: int
+    traceparent: str = ""
+    kind: Literal["turn_queued"] = "turn_queued"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDequeued:
+    """A queued turn left the queue without running: CANCELLED (a Stop named it, or `cleared` by a
+    Stop's CLEAR) or EXPIRED (it waited past its expires_at). `generation` is taken as it leaves:
+    its place in history (it never held a lease)."""
+
+    turn_id: str
+    runner_id: str
+    generation: int
+    outcome: TurnOutcome
+    queued_at: int
+    reason: str = ""
+    cleared: bool = False
+    kind: Literal["turn_dequeued"] = "turn_dequeued"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePaused:
+    """The end of turn_id (with `outcome`) paused the queue."""
+
+    turn_id: str
+    outcome: TurnOutcome
+    kind: Literal["queue_paused"] = "queue_paused"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResumed:
+    """ResumeQueue un-paused the queue that turn_id's end had paused."""
+
+    turn_id: str
+    kind: Literal["queue_resumed"] = "queue_resumed"
+
+
+EventBody = (
+    TurnAdmitted
+    | StopRequested
+    | ToolCallChanged
+    | InteractionChanged
+    | TurnSettled
+    | TurnQueued
+    | TurnDequeued
+    | QueuePaused
+    | QueueResumed
+)
 
 # The epoch of every document and event written before epochs existed (turngate 0.1.0): below any
 # epoch taken from a store clock (µs since 1970), and never 0, which means "none yet".

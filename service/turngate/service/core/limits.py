@@ -44,6 +44,16 @@ MAX_PENDING_INTERACTIONS = 256
 MAX_TOOL_CALLS = 4096
 MAX_INTERACTIONS = 1024
 
+# The turn queue (§7): how long a queued turn may wait when its admission does not say (a
+# setting), the most an admission may ask (a setting, at most MAX_QUEUE_WAIT), and how many turns
+# may wait per session (a setting; commands carry it).
+DEFAULT_MAX_QUEUE_WAIT = 600 * SECOND
+DEFAULT_QUEUE_WAIT_CAP = 3600 * SECOND
+MIN_QUEUE_WAIT = 1 * SECOND
+MAX_QUEUE_WAIT = DAY
+DEFAULT_MAX_QUEUE_DEPTH = 16
+MAX_QUEUE_DEPTH = 256  # the most a setting may allow: it bounds the document
+
 # Per session: what the document remembers, so every write stays small.
 RECENT_TURNS = 32
 MAX_TOMBSTONES = 64

@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from turngate.service.core.enums import SessionPhase, TurnPhase
-from turngate.service.core.records import Interaction, SettledTurn, StopRequest, ToolCall
+from turngate.service.core.records import (
+    Interaction,
+    QueuedTurn,
+    QueuePause,
+    SettledTurn,
+    StopRequest,
+    ToolCall,
+)
 from turngate.service.core.replies import CancelReply
 
 
@@ -21,7 +28,9 @@ class SessionKey:
 @dataclass(frozen=True, slots=True)
 class ActiveTurn:
     """The turn holding the session. `traceparent` is the admitting request's W3C trace context;
-    `principal` the authenticated caller that admitted it, the only one that may write to it."""
+    `principal` the authenticated caller that admitted it, the only one that may write to it.
+    `claimed` is False for a turn promoted from the queue until its runner shows it knows (an
+    admission replay or any runner write); `queued_at` is when such a turn was queued (0: never)."""
 
     turn_id: str
     runner_id: str
@@ -35,6 +44,8 @@ class ActiveTurn:
     interactions: Mapping[str, Interaction] = field(default_factory=dict)
     traceparent: str = ""
     principal: str = ""
+    claimed: bool = True
+    queued_at: int = 0
 
     def deadline(self) -> int:
         """The earliest instant at which the clock settles this turn."""
@@ -63,6 +74,8 @@ class Session:
     `recent` holds the last few settled turns, oldest first. `epoch` names this run of the
     session's history: the store-clock time of the document's first write, kept for as long as the
     document lives, so a document the store lost and wrote again is told apart from the old one.
+    `queue` holds the turns waiting for the session, in admission order (head first);
+    `queue_paused_by` says which turn's end paused it (None: not paused).
     """
 
     next_seq: int = 1
@@ -72,6 +85,16 @@ class Session:
     recent: tuple[SettledTurn, ...] = ()
     requests: Mapping[str, RequestMemo] = field(default_factory=dict)
     epoch: int = NO_EPOCH
+    queue: tuple[QueuedTurn, ...] = ()
+    queue_paused_by: QueuePause | None = None
+
+    @property
+    def queue_paused(self) -> bool:
+        return self.queue_paused_by is not None
+
+    def queued(self, turn_id: str) -> tuple[int, QueuedTurn] | None:
+        """The 1-based queue position of turn_id and its entry, if it waits."""
+        return next(((i + 1, q) for i, q in enumerate(self.queue) if q.turn_id == turn_id), None)
 
     @property
     def head(self) -> int:
@@ -88,12 +111,17 @@ class Session:
 
     @property
     def last_settled(self) -> SettledTurn | None:
-        return self.recent[-1] if self.recent else None
+        """The last turn that ran and settled (a queued turn that expired never ran)."""
+        return next((t for t in reversed(self.recent) if t.admitted_at), None)
 
     def settled(self, turn_id: str) -> SettledTurn | None:
         """The remembered settlement of turn_id."""
         return next((t for t in reversed(self.recent) if t.turn_id == turn_id), None)
 
     def deadline(self) -> int | None:
-        """When the watchdog must next look at this session (None: nothing to expire)."""
-        return None if self.active is None else self.active.deadline()
+        """When the watchdog must next look at this session (None: nothing to expire): the active
+        turn's deadline or the earliest queued turn's expiry."""
+        instants = [q.expires_at for q in self.queue]
+        if self.active is not None:
+            instants.append(self.active.deadline())
+        return min(instants, default=None)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turngate.service.core.enums import InteractionStatus, SettledBy, ToolCallStatus, TurnOutcome
+from turngate.service.core.enums import (
+    InteractionStatus,
+    QueueAction,
+    SettledBy,
+    ToolCallStatus,
+    TurnOutcome,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +35,36 @@ class Interaction:
 
 @dataclass(frozen=True, slots=True)
 class StopRequest:
-    """An accepted Stop; kept whole so a repeated Stop returns the same answer."""
+    """An accepted Stop; kept whole so a repeated Stop returns the same answer. `queue` is what the
+    queue does when the stopped turn ends (an INTERRUPT's stop is CONTINUE)."""
 
     requested_at: int
     reason: str
     deadline: int
     cancelled_interaction_ids: tuple[str, ...] = ()
+    queue: QueueAction = QueueAction.PAUSE
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedTurn:
+    """A turn waiting in the session's queue: no lease, no generation, nothing written by it yet.
+    `lease_ttl`, `traceparent` and `principal` are its admission's, kept for its promotion."""
+
+    turn_id: str
+    runner_id: str
+    queued_at: int
+    expires_at: int
+    lease_ttl: int
+    traceparent: str = ""
+    principal: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePause:
+    """Why the queue is paused: the turn whose end paused it, and that end."""
+
+    turn_id: str
+    outcome: TurnOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +82,5 @@ class SettledTurn:
     stop_reason: str = ""
     error: str = ""
     principal: str = ""
+    # When it joined the queue (0: it never waited); a turn that never ran has generation 0.
+    queued_at: int = 0

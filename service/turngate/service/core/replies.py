@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from turngate.service.core.enums import Directive, ErrorReason, TurnOutcome, TurnPhase
-from turngate.service.core.records import Interaction, SettledTurn, ToolCall
+from turngate.service.core.records import Interaction, QueuedTurn, SettledTurn, ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,16 @@ class Admitted:
     generation: int
     lease_expires_at: int
     heartbeat_interval: int
+    replayed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """The admission waits: no lease yet. `position` is 1-based; `depth` the queue's length."""
+
+    turn: QueuedTurn
+    position: int
+    depth: int
     replayed: bool
 
 
@@ -72,6 +82,8 @@ class Cancelled:
     before_start: bool = False
     cancelled_interaction_ids: tuple[str, ...] = ()
     stop_deadline: int | None = None
+    queued: bool = False
+    cleared_turn_ids: tuple[str, ...] = ()
     kind: Literal["cancelled"] = "cancelled"
 
 
@@ -95,19 +107,31 @@ class Idle:
 
 @dataclass(frozen=True, slots=True)
 class Swept:
-    """The watchdog's Expire: whether this tick settled the session's turn."""
+    """The watchdog's Expire: whether this tick settled the session's turn, and which queued turns
+    it expired."""
 
     settled: bool
+    expired_turn_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """ResumeQueue: the turn it admitted ('' if none) and the queue after it."""
+
+    admitted_turn_id: str
+    queue: tuple[QueuedTurn, ...]
 
 
 CancelReply = Cancelled | Mismatch | Idle
 Reply = (
     Refusal
     | Admitted
+    | Queued
     | HeartbeatReply
     | ToolCallReply
     | InteractionReply
     | CompleteReply
     | CancelReply
     | Swept
+    | Resumed
 )

@@ -30,12 +30,18 @@ from turngate.service.core import (
     Event,
     InteractionChanged,
     InteractionStatus,
+    QueuePaused,
+    QueueResumed,
     SessionKey,
+    SettledBy,
     StopRequested,
     ToolCallChanged,
     ToolCallStatus,
     TurnAdmitted,
+    TurnDequeued,
+    TurnOutcome,
     TurnPhase,
+    TurnQueued,
     TurnSettled,
 )
 from turngate.service.sql.tables import dialect_insert, interactions, session_events, tool_calls, turns
@@ -159,14 +165,14 @@ def _event_row(key: SessionKey, event: Event) -> _Row:
 
 
 def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
-    """The kind of write and the row recording `event`; None for a Stop of a turn that never started.
-    (`replay` applies the same rows in memory.)"""
+    """The kind of write and the row recording `event`; None for what the turns do not record: a
+    Stop of a turn that never started, a turn joining the queue (it has no row until it leaves it),
+    the queue pausing or resuming (the session log keeps those). (`replay` applies the same rows in
+    memory.)"""
     match event.body:
         case TurnAdmitted() as body:
             return Write.ADMIT, {
-                "project_id": key.project_id,
-                "session_id": key.session_id,
-                "generation": body.generation,
+                **_child_key(key, body.generation),
                 "turn_id": body.turn_id,
                 "runner_id": body.runner_id,
                 "phase": TurnPhase.RUNNING,
@@ -176,7 +182,28 @@ def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
                 "lease_expires_at": body.lease_expires_at,
                 "error": "",
                 "traceparent": body.traceparent,
+                "queued_at": body.admitted_at - body.waited if body.from_queue else None,
             }
+        case TurnDequeued() as body:  # never ran: its row is written whole, settled, as it leaves
+            expired = body.outcome is TurnOutcome.EXPIRED
+            return Write.ADMIT, {
+                **_child_key(key, body.generation),
+                "turn_id": body.turn_id,
+                "runner_id": body.runner_id,
+                "phase": TurnPhase.SETTLED,
+                "outcome": body.outcome,
+                "settled_by": SettledBy.WATCHDOG if expired else SettledBy.GATEWAY,
+                "settled_at": event.time,
+                "stop_requested": not expired,
+                "stop_reason": body.reason,
+                "admitted_at": 0,
+                "lease_expires_at": event.time,
+                "error": "",
+                "traceparent": "",
+                "queued_at": body.queued_at,
+            }
+        case TurnQueued() | QueuePaused() | QueueResumed():
+            return None
         case StopRequested(before_start=True):
             return None
         case StopRequested() as body:

@@ -42,7 +42,9 @@ class InteractionView:
 
 @dataclass(frozen=True, slots=True)
 class TurnView:
-    """One turn as the ledger recorded it; `lease_expires_at` is the lease given at admission."""
+    """One turn as the ledger recorded it; `lease_expires_at` is the lease given at admission.
+    `queued_at` is when it joined the queue (None: it never waited); a turn that left the queue
+    without running has `admitted_at` 0."""
 
     turn_id: str
     runner_id: str
@@ -61,6 +63,13 @@ class TurnView:
     traceparent: str
     tool_calls: tuple[ToolCallView, ...] = ()
     interactions: tuple[InteractionView, ...] = ()
+    queued_at: int | None = None
+
+    @property
+    def waited(self) -> int | None:
+        """How long it waited in the queue: until admitted, or until it left the queue."""
+        end = self.admitted_at or self.settled_at
+        return None if self.queued_at is None or end is None else end - self.queued_at
 
 
 class TurnHistory(Protocol):
@@ -96,6 +105,7 @@ def turn_view(turn: ActiveTurn | SettledTurn, recorded: TurnView | None = None) 
                 lease_expires_at=turn.settled_at,
                 error=turn.error,
                 traceparent="",
+                queued_at=turn.queued_at or None,
             )
         case ActiveTurn():
             errors = {call.call_id: call.error for call in recorded.tool_calls} if recorded else {}
@@ -124,6 +134,7 @@ def turn_view(turn: ActiveTurn | SettledTurn, recorded: TurnView | None = None) 
                 interactions=tuple(
                     interaction_view(iid, it, answers.get(iid, "")) for iid, it in turn.interactions.items()
                 ),
+                queued_at=turn.queued_at or None,
             )
         case _:
             assert_never(turn)

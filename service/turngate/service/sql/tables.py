@@ -82,6 +82,8 @@ turns = Table(
     Column("lease_expires_at", BigInteger, nullable=False),
     Column("error", Text, nullable=False),
     Column("traceparent", Text, nullable=False),
+    # When the turn joined the queue (NULL: it never waited); one that never ran has admitted_at 0.
+    Column("queued_at", BigInteger, nullable=True),
     Index(None, "project_id", "session_id", "turn_id"),
 )
 

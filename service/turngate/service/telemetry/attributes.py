@@ -7,10 +7,14 @@ from typing import assert_never
 from turngate.service.core import (
     Event,
     InteractionChanged,
+    QueuePaused,
+    QueueResumed,
     SessionKey,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
+    TurnDequeued,
+    TurnQueued,
     TurnSettled,
 )
 
@@ -44,6 +48,14 @@ def event_fields(event: Event) -> Fields:
             fields.update(
                 generation=turn.generation, outcome=turn.outcome.name, settled_by=turn.settled_by.name
             )
+        case TurnQueued() as body:
+            fields.update(runner_id=body.runner_id, position=body.position)
+        case TurnDequeued() as body:
+            fields.update(generation=body.generation, outcome=body.outcome.name, cleared=body.cleared)
+        case QueuePaused() as body:
+            fields.update(outcome=body.outcome.name)
+        case QueueResumed():
+            pass
         case _:
             assert_never(event.body)
     return fields

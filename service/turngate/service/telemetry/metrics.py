@@ -34,11 +34,13 @@ from turngate.service.core import (
     HeartbeatReply,
     Idle,
     Mismatch,
+    Queued,
     RecordInteraction,
     RecordToolCall,
     Refusal,
     Reply,
     ResolveInteraction,
+    ResumeQueue,
     SessionKey,
     SettledTurn,
     TurnSettled,
@@ -199,7 +201,14 @@ class Metrics:
                 if reply.directive is not Directive.ABANDON:
                     assert applied.state.active is not None
                     self._lease_margin.record((applied.state.active.lease_expires_at - applied.now) / _US)
-            case RecordToolCall() | RecordInteraction() | ResolveInteraction() | Complete() | Expire():
+            case (
+                RecordToolCall()
+                | RecordInteraction()
+                | ResolveInteraction()
+                | Complete()
+                | ResumeQueue()
+                | Expire()
+            ):
                 pass
             case _:
                 assert_never(applied.command)
@@ -222,8 +231,10 @@ class Metrics:
 def _admission(reply: Reply) -> Fields:
     if isinstance(reply, Refusal):
         return prefixed({"result": "refused", "refusal": reply.reason.name})
-    assert isinstance(reply, Admitted)
-    return prefixed({"result": "replayed" if reply.replayed else "admitted"})
+    assert isinstance(reply, Admitted | Queued)
+    if reply.replayed:
+        return prefixed({"result": "replayed"})
+    return prefixed({"result": "admitted" if isinstance(reply, Admitted) else "queued"})
 
 
 def _cancel(reply: Reply) -> Fields:

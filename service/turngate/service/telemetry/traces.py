@@ -40,6 +40,7 @@ from turngate.service.core import (
     RecordToolCall,
     Refusal,
     ResolveInteraction,
+    ResumeQueue,
     SessionKey,
     TurnSettled,
 )
@@ -174,7 +175,7 @@ def _command_fields(command: Command) -> Fields:
             return {"turn_id": command.turn_id}
         case Cancel():
             return {"turn_id": command.expected_turn_id} if command.expected_turn_id else {}
-        case ResolveInteraction() | Expire():
+        case ResolveInteraction() | ResumeQueue() | Expire():
             return {}
         case _:
             assert_never(command)
