@@ -1003,7 +1003,8 @@ class TurnRecord(_message.Message):
     @_builtins.property
     def queued_at(self) -> _timestamp_pb2.Timestamp:
         """For a turn that waited in the queue: when it was queued (then admitted_at is when it was
-        promoted; a turn that never ran has generation 0 and no admitted_at).
+        promoted). A turn that left the queue without running has no admitted_at; its generation was
+        taken as it left (its place in history: it never held a lease).
         """
 
     @_builtins.property
