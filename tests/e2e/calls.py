@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Collection, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -386,6 +386,20 @@ class Gate:
 
     def open(self) -> None:
         self._open.set()
+
+
+async def forced(
+    gate: Gate, calls: Mapping[str, Coroutine[Any, Any, Any]], held: Collection[str]
+) -> dict[str, Any]:
+    """The calls named in `held` start and decide; once `gate` is full, the others run to their end
+    (their writes commit first); then the gate opens and the held writes, refused by the version or
+    the clock their decision was made on, are decided again on what is now written. (With every
+    call held, they race from one state.) Returns each call's result by name."""
+    waiting = {name: asyncio.create_task(call) for name, call in calls.items() if name in held}
+    await gate.wait_full()
+    done = {name: await call for name, call in calls.items() if name not in held}
+    gate.open()
+    return {**done, **{name: await task for name, task in waiting.items()}}
 
 
 @contextmanager
