@@ -10,12 +10,15 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.calls import (
+    Gate,
     admission_refused,
     admit,
+    advance_store_clock,
     assert_reason,
     complete,
     enqueue,
     events_after,
+    gated,
     get_turn,
     heartbeat,
     interrupt,
@@ -30,11 +33,14 @@ from tests.e2e.calls import (
 )
 from tests.e2e.servers import Client
 from tests.e2e.watching import admits, collect, collect_until, dequeues, watch
+from turngate.service.core import Expire
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 
 # The shortest lease and queue wait the contract allows: what the watchdog lets run out.
 SHORT_S = 1.0
+# A queued turn's wait that a test moves the store clock past.
+CLOCK_WAIT_S = 60
 # A lease a test asks for, to see that a promoted turn's lease is the one its admission asked for.
 ASKED_LEASE_S = 45.0
 
@@ -448,6 +454,46 @@ async def test_q4_queued_turn_leaves_the_queue_expired_at_its_expires_at(
         client, session, "t2", "r-t2", "TURN_ALREADY_SETTLED", mode=pb.ADMISSION_MODE_ENQUEUE
     )
     assert again.settled_outcome == pb.TURN_OUTCOME_EXPIRED
+
+
+@pytest.mark.parametrize("by", ["resume_queue", "admission"])
+async def test_q4_queued_turn_past_its_expiry_leaves_in_the_write_of_the_command_that_admits_the_next(
+    embedded_server: TurngateServer,
+    embedded_client: Client,
+    session: pb.SessionRef,
+    monkeypatch: pytest.MonkeyPatch,
+    by: str,
+) -> None:
+    """Not only the watchdog: every command first lets the queued turns past their expires_at
+    leave, so a ResumeQueue or an admission that finds the paused queue's head expired admits the
+    next turn in the same write."""
+    client = embedded_client
+    lease = (await enqueue(client, session, "t1")).lease
+    await enqueue(client, session, "t2", max_queue_wait=CLOCK_WAIT_S)
+    if by == "resume_queue":
+        await enqueue(client, session, "t3")  # waits the default 10 min
+    await complete(client, lease, pb.TURN_OUTCOME_FAILED)  # pauses the queue
+    head = await head_of(client, session)
+
+    # No wall time passes and the watchdog is held, yet t2's wait has ended.
+    advance_store_clock(monkeypatch, CLOCK_WAIT_S + 1)
+    with gated(embedded_server, Gate(session, {Expire: 1})):
+        if by == "resume_queue":
+            admitted = (await resume_queue(client, session)).admitted_turn_id
+        else:  # a REJECT admission: the emptied queue pauses nothing
+            admitted = (await admit(client, session, "t3", "r-t3")).lease.turn_id
+
+    assert admitted == "t3"
+    log = await events_after(client, session, head)
+    assert kinds(log) == [
+        "turn_dequeued",
+        *(["queue_resumed"] if by == "resume_queue" else []),
+        "turn_admitted",
+    ]
+    assert len({e.time.ToMicroseconds() for e in log}) == 1  # one write
+    assert (log[0].turn_dequeued.turn_id, log[0].turn_dequeued.outcome) == ("t2", pb.TURN_OUTCOME_EXPIRED)
+    assert (await get_turn(client, session, "t2")).outcome == pb.TURN_OUTCOME_EXPIRED
+    assert (await get_turn(client, session, "t3")).phase == pb.TURN_PHASE_RUNNING
 
 
 # --- Q5 idempotent -------------------------------------------------------------------------
