@@ -27,6 +27,7 @@ from tests.e2e.calls import (
     refused,
     resume_queue,
     runner_of,
+    seconds,
     snapshot,
     state_of,
     stop,
@@ -315,8 +316,10 @@ async def test_q3_turn_cancelled_by_a_stop_pauses_the_queue(
 async def test_q3_turn_that_ran_and_lost_its_lease_pauses_the_queue(
     client: Client, session: pb.SessionRef
 ) -> None:
-    await enqueue(client, session, "t1", lease_ttl=SHORT_S)
+    lease = (await enqueue(client, session, "t1")).lease
     await enqueue(client, session, "t2")
+    # t1's runner asks for the shortest lease once t2 waits, then falls silent.
+    await client.admission.Heartbeat(pb.HeartbeatRequest(lease=lease, lease_ttl=seconds(SHORT_S)))
     watcher = watch(client, session)
     try:
         [opening] = await collect(watcher, 1)
@@ -420,18 +423,19 @@ async def test_q4_enqueue_or_interrupt_past_max_queue_depth_is_refused_session_q
 async def test_q4_queued_turn_leaves_the_queue_expired_at_its_expires_at(
     client: Client, session: pb.SessionRef
 ) -> None:
-    await enqueue(client, session, "t1")
-    queued = (await enqueue(client, session, "t2", max_queue_wait=SHORT_S)).queued
-    assert queued.expires_at.ToMicroseconds() - queued.queued_at.ToMicroseconds() == round(SHORT_S * 1e6)
-    await enqueue(client, session, "t3")
+    await with_queue(client, session, "t3")  # t3 waits the default 10 min
     watcher = watch(client, session)
     try:
         [opening] = await collect(watcher, 1)
-        [event] = await collect_until(watcher, dequeues("t2"))
+        queued = (await enqueue(client, session, "t2", max_queue_wait=SHORT_S)).queued
+        seen = await collect_until(watcher, dequeues("t2"))
     finally:
         watcher.cancel()
 
-    assert event.seq == opening.seq + 1
+    assert queued.expires_at.ToMicroseconds() - queued.queued_at.ToMicroseconds() == round(SHORT_S * 1e6)
+    assert kinds(seen) == ["turn_queued", "turn_dequeued"]
+    assert [e.seq for e in seen] == [opening.seq + 1, opening.seq + 2]
+    event = seen[-1]
     left = event.turn_dequeued
     assert (left.runner_id, left.outcome, left.cleared) == ("r-t2", pb.TURN_OUTCOME_EXPIRED, False)
     assert event.time.ToMicroseconds() >= queued.expires_at.ToMicroseconds()  # not before its time
