@@ -90,6 +90,24 @@ async def enqueue(
     )
 
 
+async def with_queue(client: Client, session: pb.SessionRef, *turn_ids: str) -> pb.TurnLease:
+    """t1 runs (admitted by ENQUEUE); `turn_ids` wait behind it, in that order. Returns t1's lease."""
+    lease = (await enqueue(client, session, "t1")).lease
+    for position, turn_id in enumerate(turn_ids, start=1):
+        queued = (await enqueue(client, session, turn_id)).queued
+        assert (queued.turn_id, queued.position) == (turn_id, position)
+    return lease
+
+
+async def picked_up(client: Client, session: pb.SessionRef, turn_id: str) -> pb.AdmitTurnResponse:
+    """The promoted turn's runner sends its ENQUEUE again and is answered with the lease (Q2, Q5)."""
+    again = await enqueue(client, session, turn_id)
+    assert again.HasField("lease"), again
+    assert not again.HasField("queued")
+    assert (again.lease.turn_id, again.replayed) == (turn_id, True)
+    return again
+
+
 async def interrupt(
     client: Client, session: pb.SessionRef, turn_id: str, expected_active_turn_id: str = ""
 ) -> pb.AdmitTurnResponse:
@@ -220,6 +238,15 @@ def kinds(events: list[pb.SessionEvent]) -> list[str]:
 
 def settlements(events: list[pb.SessionEvent]) -> list[pb.TurnSettled]:
     return [e.turn_settled for e in events if e.HasField("turn_settled")]
+
+
+def admissions(events: list[pb.SessionEvent]) -> list[pb.TurnAdmitted]:
+    return [e.turn_admitted for e in events if e.HasField("turn_admitted")]
+
+
+async def head_of(client: Client, session: pb.SessionRef) -> int:
+    """The seq of the session's last event."""
+    return (await snapshot(client, session)).seq
 
 
 async def wait_for_phase(

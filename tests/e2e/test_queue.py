@@ -12,6 +12,7 @@ import pytest
 from tests.e2e.calls import (
     Gate,
     admission_refused,
+    admissions,
     admit,
     advance_store_clock,
     assert_reason,
@@ -20,9 +21,11 @@ from tests.e2e.calls import (
     events_after,
     gated,
     get_turn,
+    head_of,
     heartbeat,
     interrupt,
     kinds,
+    picked_up,
     record_interaction,
     refused,
     resume_queue,
@@ -31,6 +34,7 @@ from tests.e2e.calls import (
     snapshot,
     state_of,
     stop,
+    with_queue,
 )
 from tests.e2e.servers import Client
 from tests.e2e.watching import admits, collect, collect_until, dequeues, watch
@@ -46,34 +50,8 @@ CLOCK_WAIT_S = 60
 ASKED_LEASE_S = 45.0
 
 
-async def with_queue(client: Client, session: pb.SessionRef, *turn_ids: str) -> pb.TurnLease:
-    """t1 runs; `turn_ids` wait behind it, in that order. Returns t1's lease."""
-    lease = (await enqueue(client, session, "t1")).lease
-    for position, turn_id in enumerate(turn_ids, start=1):
-        queued = (await enqueue(client, session, turn_id)).queued
-        assert (queued.turn_id, queued.position) == (turn_id, position)
-    return lease
-
-
-async def picked_up(client: Client, session: pb.SessionRef, turn_id: str) -> pb.AdmitTurnResponse:
-    """The promoted turn's runner sends its ENQUEUE again and is answered with the lease (Q2, Q5)."""
-    again = await enqueue(client, session, turn_id)
-    assert again.HasField("lease"), again
-    assert not again.HasField("queued")
-    assert (again.lease.turn_id, again.replayed) == (turn_id, True)
-    return again
-
-
-async def head_of(client: Client, session: pb.SessionRef) -> int:
-    return (await snapshot(client, session)).seq
-
-
 def queue_of(current: pb.SessionSnapshot) -> list[tuple[str, int]]:
     return [(queued.turn_id, queued.position) for queued in current.queue]
-
-
-def only(events: list[pb.SessionEvent], kind: str) -> list[pb.SessionEvent]:
-    return [e for e in events if e.WhichOneof("kind") == kind]
 
 
 # --- Q1 FIFO -------------------------------------------------------------------------------
@@ -119,8 +97,8 @@ async def test_q1_enqueued_turns_are_admitted_in_the_order_they_were_queued(
     await complete(client, lease)
 
     log = await events_after(client, session, head)
-    assert [e.turn_queued.turn.turn_id for e in only(log, "turn_queued")] == later
-    admitted = [e.turn_admitted for e in only(log, "turn_admitted")]
+    assert [e.turn_queued.turn.turn_id for e in log if e.HasField("turn_queued")] == later
+    admitted = admissions(log)
     assert [(a.turn.turn_id, a.from_queue) for a in admitted] == [(turn_id, True) for turn_id in later]
     assert "queue_paused" not in kinds(log)
 
@@ -530,12 +508,8 @@ async def test_q5_the_same_enqueue_again_answers_its_place_then_its_lease_then_i
         client, session, "t3", "r-t3", "TURN_ALREADY_SETTLED", mode=pb.ADMISSION_MODE_ENQUEUE
     )
     assert settled.settled_outcome == pb.TURN_OUTCOME_COMPLETED
-    assert [
-        e.turn_admitted.turn.turn_id for e in only(await events_after(client, session, head), "turn_admitted")
-    ] == [
-        "t2",
-        "t3",
-    ]
+    log = await events_after(client, session, head)
+    assert [a.turn.turn_id for a in admissions(log)] == ["t2", "t3"]
 
 
 # --- Q6 Stop stays guarded -----------------------------------------------------------------

@@ -16,17 +16,21 @@ import pytest
 from tests.e2e.calls import (
     Gate,
     admission_refused,
+    admissions,
     complete,
     enqueue,
     events_after,
     forced,
     gated,
+    head_of,
     heartbeat,
     interrupt,
     kinds,
+    picked_up,
     resume_queue,
     snapshot,
     stop,
+    with_queue,
 )
 from tests.e2e.servers import Client
 from tests.e2e.watching import collect, collect_until, dequeues, turn_of, watch
@@ -57,15 +61,13 @@ def about(log: list[pb.SessionEvent], turn_id: str) -> list[str]:
 
 
 def admitted_ids(log: list[pb.SessionEvent]) -> list[str]:
-    return [e.turn_admitted.turn.turn_id for e in log if e.HasField("turn_admitted")]
+    return [a.turn.turn_id for a in admissions(log)]
 
 
 async def queue_behind_t1(client: Client, session: pb.SessionRef, *turn_ids: str) -> tuple[pb.TurnLease, int]:
-    """t1 runs and `turn_ids` wait behind it; returns t1's lease and the log's head."""
-    lease = (await enqueue(client, session, "t1")).lease
-    for turn_id in turn_ids:
-        assert (await enqueue(client, session, turn_id)).HasField("queued")
-    return lease, (await snapshot(client, session)).seq
+    """`with_queue`, and the log's head once it is set up."""
+    lease = await with_queue(client, session, *turn_ids)
+    return lease, await head_of(client, session)
 
 
 # --- a Stop naming the queued head vs the CompleteTurn that would promote it -----------------
@@ -94,7 +96,7 @@ async def _stopped_head_had_one_fate(
     assert (stopped.cancelled.queued, stopped.cancelled.stopping_turn_id) == (False, "t2")
     assert (current.phase, current.active.turn_id) == (pb.SESSION_PHASE_STOPPING, "t2")
     assert [q.turn_id for q in current.queue] == ["t3"]
-    lease = (await enqueue(client, session, "t2")).lease  # its runner picks up, and is told to stop
+    lease = (await picked_up(client, session, "t2")).lease  # and is told to stop
     assert (await heartbeat(client, lease)).directive == pb.DIRECTIVE_STOP
     return "promoted_then_stopped"
 
@@ -157,7 +159,7 @@ async def test_q1_q2_enqueue_racing_the_completion_of_the_active_turn_is_admitte
     if answer.HasField("queued"):  # queued behind t1, then promoted by its completion
         assert about(log, "t2") == ["turn_queued", "turn_admitted"]
         assert admitted.from_queue
-        answer = await enqueue(client, session, "t2")
+        answer = await picked_up(client, session, "t2")
     else:  # t1 had settled: admitted at once, as REJECT would
         assert about(log, "t2") == ["turn_admitted"]
         assert not admitted.from_queue
@@ -197,7 +199,7 @@ async def test_q7_two_interrupts_decided_together_both_wait_at_the_head_and_stop
 
     await complete(client, lease, pb.TURN_OUTCOME_CANCELLED)
     for turn_id in latest_first:
-        await complete(client, (await enqueue(client, session, turn_id)).lease)
+        await complete(client, (await picked_up(client, session, turn_id)).lease)
 
     log = await events_after(client, session, head)
     assert admitted_ids(log) == latest_first
@@ -261,7 +263,7 @@ async def test_q1_concurrent_enqueues_get_distinct_places_and_are_admitted_in_th
 
     await complete(client, lease)
     for turn_id in by_position:
-        await complete(client, (await enqueue(client, session, turn_id)).lease)
+        await complete(client, (await picked_up(client, session, turn_id)).lease)
 
     log = await events_after(client, session, head)
     assert [e.turn_queued.turn.turn_id for e in log if e.HasField("turn_queued")] == by_position

@@ -12,7 +12,18 @@ import grpc
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from tests.e2e.calls import complete, enqueue, events_after, get_turn, heartbeat, snapshot, stop
+from tests.e2e.calls import (
+    admissions,
+    complete,
+    enqueue,
+    events_after,
+    get_turn,
+    heartbeat,
+    picked_up,
+    snapshot,
+    stop,
+    with_queue,
+)
 from tests.e2e.servers import Client
 from tests.e2e.watching import Watch, admits, collect, collect_until, ended, settles, watch
 from tests.postgres import postgres_url
@@ -38,11 +49,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
 def admitted(events: list[pb.SessionEvent]) -> list[tuple[str, bool]]:
     """Each turn_admitted: its turn, and whether it came from the queue."""
-    return [
-        (e.turn_admitted.turn.turn_id, e.turn_admitted.from_queue)
-        for e in events
-        if e.HasField("turn_admitted")
-    ]
+    return [(a.turn.turn_id, a.from_queue) for a in admissions(events)]
 
 
 async def test_q1_q2_runners_on_three_replicas_wait_in_one_queue_and_are_admitted_in_its_order(
@@ -69,8 +76,9 @@ async def test_q1_q2_runners_on_three_replicas_wait_in_one_queue_and_are_admitte
             if turn_id in own_watches:
                 learned = await collect_until(own_watches[turn_id], admits(turn_id))
                 assert learned[-1].turn_admitted.from_queue
-            picked = await enqueue(replica, session, turn_id)  # an acknowledged write shows on every replica
-            assert (picked.lease.turn_id, picked.replayed) == (turn_id, True)
+            picked = await picked_up(
+                replica, session, turn_id
+            )  # an acknowledged write shows on every replica
             assert (await heartbeat(replica, picked.lease)).directive == pb.DIRECTIVE_CONTINUE
             previous, settling_through = picked.lease, replica
         await complete(settling_through, previous)
@@ -105,9 +113,8 @@ async def test_q2_a_promotion_outlives_the_replica_that_wrote_it_and_its_runner_
         _, error = await ended(runner_watch)
         assert error.code() == grpc.StatusCode.UNAVAILABLE
 
-    picked = await enqueue(a, session, "t2")  # the runner reconnects elsewhere, with the same AdmitTurn
+    picked = await picked_up(a, session, "t2")  # the runner reconnects elsewhere, with the same AdmitTurn
 
-    assert (picked.lease.turn_id, picked.replayed) == ("t2", True)
     assert (await heartbeat(a, picked.lease)).directive == pb.DIRECTIVE_CONTINUE
     log = await events_after(b, session, 1)
     assert admitted(log) == [("t2", True)]  # admitted once
@@ -142,12 +149,10 @@ async def test_turns_that_waited_read_the_same_before_and_after_the_ledger_recor
         async with replicas(deployment, tmp_path, 2) as (a, b):
             runner = acting_through(a.client, b.client)
             # t1 runs; t2 waits and is stopped while it waits; t3 waits, is promoted and completes.
-            lease = (await enqueue(runner, session, "t1")).lease
-            for turn_id in ("t2", "t3"):
-                await enqueue(runner, session, turn_id)
+            lease = await with_queue(runner, session, "t2", "t3")
             await stop(runner, session, "t2")
             await complete(runner, lease)
-            await complete(runner, (await enqueue(runner, session, "t3")).lease)
+            await complete(runner, (await picked_up(runner, session, "t3")).lease)
             before = [await read_back(replica.client, session, turn_ids) for replica in (a, b)]
             assert key_of(session) not in await ledger_logs(engine), "nothing projected yet"
 
