@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Collection, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -44,11 +44,83 @@ async def admit(
     turn_id: str = "t1",
     runner_id: str = "r1",
     lease_ttl: float | None = None,
+    *,
+    mode: pb.AdmissionMode.ValueType = pb.ADMISSION_MODE_UNSPECIFIED,
+    expected_active_turn_id: str = "",
+    max_queue_wait: float | None = None,
 ) -> pb.AdmitTurnResponse:
-    request = pb.AdmitTurnRequest(session=session, turn_id=turn_id, runner_id=runner_id)
+    request = pb.AdmitTurnRequest(
+        session=session,
+        turn_id=turn_id,
+        runner_id=runner_id,
+        mode=mode,
+        expected_active_turn_id=expected_active_turn_id,
+    )
     if lease_ttl is not None:
         request.lease_ttl.CopyFrom(seconds(lease_ttl))
+    if max_queue_wait is not None:
+        request.max_queue_wait.CopyFrom(seconds(max_queue_wait))
     return await client.admission.AdmitTurn(request)
+
+
+def runner_of(turn_id: str) -> str:
+    """The runner the queue tests give each turn: one per turn."""
+    return f"r-{turn_id}"
+
+
+async def enqueue(
+    client: Client,
+    session: pb.SessionRef,
+    turn_id: str,
+    *,
+    lease_ttl: float | None = None,
+    max_queue_wait: float | None = None,
+) -> pb.AdmitTurnResponse:
+    """AdmitTurn with ENQUEUE by the turn's own runner: a lease at once on an idle session with an
+    empty queue, else a place in the queue. Sent again, the same request answers the place while
+    the turn waits and its lease once promoted (Q5)."""
+    return await admit(
+        client,
+        session,
+        turn_id,
+        runner_of(turn_id),
+        lease_ttl,
+        mode=pb.ADMISSION_MODE_ENQUEUE,
+        max_queue_wait=max_queue_wait,
+    )
+
+
+async def with_queue(client: Client, session: pb.SessionRef, *turn_ids: str) -> pb.TurnLease:
+    """t1 runs (admitted by ENQUEUE); `turn_ids` wait behind it, in that order. Returns t1's lease."""
+    lease = (await enqueue(client, session, "t1")).lease
+    for position, turn_id in enumerate(turn_ids, start=1):
+        queued = (await enqueue(client, session, turn_id)).queued
+        assert (queued.turn_id, queued.position) == (turn_id, position)
+    return lease
+
+
+async def picked_up(client: Client, session: pb.SessionRef, turn_id: str) -> pb.AdmitTurnResponse:
+    """The promoted turn's runner sends its ENQUEUE again and is answered with the lease (Q2, Q5)."""
+    again = await enqueue(client, session, turn_id)
+    assert again.HasField("lease"), again
+    assert not again.HasField("queued")
+    assert (again.lease.turn_id, again.replayed) == (turn_id, True)
+    return again
+
+
+async def interrupt(
+    client: Client, session: pb.SessionRef, turn_id: str, expected_active_turn_id: str = ""
+) -> pb.AdmitTurnResponse:
+    """AdmitTurn with INTERRUPT by the turn's own runner, guarded when `expected_active_turn_id`
+    is given."""
+    return await admit(
+        client,
+        session,
+        turn_id,
+        runner_of(turn_id),
+        mode=pb.ADMISSION_MODE_INTERRUPT,
+        expected_active_turn_id=expected_active_turn_id,
+    )
 
 
 async def heartbeat(client: Client, lease: pb.TurnLease) -> pb.HeartbeatResponse:
@@ -97,6 +169,7 @@ async def stop(
     force: bool = False,
     reason: str = "user pressed stop",
     request_id: str = "",
+    queue: pb.QueueAction.ValueType = pb.QUEUE_ACTION_UNSPECIFIED,
 ) -> pb.CancelTurnResponse:
     request = pb.CancelTurnRequest(
         session=session,
@@ -104,8 +177,13 @@ async def stop(
         reason=reason,
         force=force,
         request_id=request_id,
+        queue=queue,
     )
     return await client.control.CancelTurn(request)
+
+
+async def resume_queue(client: Client, session: pb.SessionRef) -> pb.ResumeQueueResponse:
+    return await client.control.ResumeQueue(pb.ResumeQueueRequest(session=session))
 
 
 async def resolve(
@@ -160,6 +238,15 @@ def kinds(events: list[pb.SessionEvent]) -> list[str]:
 
 def settlements(events: list[pb.SessionEvent]) -> list[pb.TurnSettled]:
     return [e.turn_settled for e in events if e.HasField("turn_settled")]
+
+
+def admissions(events: list[pb.SessionEvent]) -> list[pb.TurnAdmitted]:
+    return [e.turn_admitted for e in events if e.HasField("turn_admitted")]
+
+
+async def head_of(client: Client, session: pb.SessionRef) -> int:
+    """The seq of the session's last event."""
+    return (await snapshot(client, session)).seq
 
 
 async def wait_for_phase(
@@ -252,16 +339,22 @@ _CODES = {
     "INTERACTION_NOT_PENDING": grpc.StatusCode.FAILED_PRECONDITION,
     "LIMIT_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "TURN_HELD_BY_OTHER_PRINCIPAL": grpc.StatusCode.PERMISSION_DENIED,
+    "SESSION_QUEUE_FULL": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "SESSION_QUEUE_PAUSED": grpc.StatusCode.ABORTED,
+    "ACTIVE_TURN_MISMATCH": grpc.StatusCode.FAILED_PRECONDITION,
 }
+# The refusals that carry RetryInfo: the session frees on its own, at the active turn's deadline
+# at the latest. (SESSION_QUEUE_PAUSED is ABORTED too, but waits for a ResumeQueue.)
+_RETRYABLE = {"SESSION_TURN_IN_USE", "SESSION_STOPPING"}
 
 
 def assert_reason(refusal: Refused, reason: str, *, admission: bool = False) -> None:
-    """The contract's code and ErrorInfo for `reason`; RetryInfo exactly on the ABORTED ones;
+    """The contract's code and ErrorInfo for `reason`; RetryInfo exactly on the retryable ones;
     an AdmissionRefusal (with the same reason) exactly on AdmitTurn refusals."""
     assert refusal.code == _CODES[reason], refusal.status
     assert refusal.info is not None
     assert (refusal.info.domain, refusal.info.reason) == (DOMAIN, reason)
-    assert (refusal.retry is not None) == (refusal.code == grpc.StatusCode.ABORTED)
+    assert (refusal.retry is not None) == (reason in _RETRYABLE)
     if admission:
         assert refusal.admission is not None
         assert pb.ErrorReason.Name(refusal.admission.reason) == f"ERROR_REASON_{reason}"
@@ -270,10 +363,20 @@ def assert_reason(refusal: Refused, reason: str, *, admission: bool = False) -> 
 
 
 async def admission_refused(
-    client: Client, session: pb.SessionRef, turn_id: str, runner_id: str, reason: str
+    client: Client,
+    session: pb.SessionRef,
+    turn_id: str,
+    runner_id: str,
+    reason: str,
+    *,
+    mode: pb.AdmissionMode.ValueType = pb.ADMISSION_MODE_UNSPECIFIED,
+    expected_active_turn_id: str = "",
 ) -> pb.AdmissionRefusal:
-    """Admits and expects the refusal `reason`; returns its AdmissionRefusal."""
-    refusal = await refused(admit(client, session, turn_id, runner_id))
+    """Admits (in `mode`) and expects the refusal `reason`; returns its AdmissionRefusal."""
+    admission = admit(
+        client, session, turn_id, runner_id, mode=mode, expected_active_turn_id=expected_active_turn_id
+    )
+    refusal = await refused(admission)
     assert_reason(refusal, reason, admission=True)
     assert refusal.admission is not None
     return refusal.admission
@@ -310,6 +413,20 @@ class Gate:
 
     def open(self) -> None:
         self._open.set()
+
+
+async def forced(
+    gate: Gate, calls: Mapping[str, Coroutine[Any, Any, Any]], held: Collection[str]
+) -> dict[str, Any]:
+    """The calls named in `held` start and decide; once `gate` is full, the others run to their end
+    (their writes commit first); then the gate opens and the held writes, refused by the version or
+    the clock their decision was made on, are decided again on what is now written. (With every
+    call held, they race from one state.) Returns each call's result by name."""
+    waiting = {name: asyncio.create_task(call) for name, call in calls.items() if name in held}
+    await gate.wait_full()
+    done = {name: await call for name, call in calls.items() if name not in held}
+    gate.open()
+    return {**done, **{name: await task for name, task in waiting.items()}}
 
 
 @contextmanager

@@ -42,6 +42,10 @@ ILL_FORMED_IDS = {
 }
 KIB = 1024
 DAY_S = 24 * 3600
+# The longest max_queue_wait an AdmitTurn may name on a server with the default settings.
+QUEUE_WAIT_CAP_S = 3600
+ENQUEUE = pb.ADMISSION_MODE_ENQUEUE
+INTERRUPT = pb.ADMISSION_MODE_INTERRUPT
 
 Build = Callable[[pb.TurnLease], Message]
 
@@ -87,6 +91,10 @@ def cancel_req(lease: pb.TurnLease, /, **fields: Any) -> pb.CancelTurnRequest:
     )
 
 
+def resume_req(lease: pb.TurnLease, /, **fields: Any) -> pb.ResumeQueueRequest:
+    return pb.ResumeQueueRequest(**{"session": lease.session, **fields})
+
+
 def resolve_req(lease: pb.TurnLease, /, **fields: Any) -> pb.ResolveInteractionRequest:
     values = {"session": lease.session, "interaction_id": "i-open", "resolution": "yes"}
     return pb.ResolveInteractionRequest(**{**values, **fields})
@@ -112,10 +120,15 @@ def case(name: str, fields: set[str], build: Build) -> Any:
     return pytest.param(build, fields, id=name)
 
 
-def ill_formed_ids(rpc: str, field: str, build: Callable[[str, pb.TurnLease], Message]) -> list[Any]:
-    """One case per kind of ill-formed identifier in `field`: build(bad_id, lease)."""
+def ill_formed_ids(
+    rpc: str, field: str, build: Callable[[str, pb.TurnLease], Message], *, optional: bool = False
+) -> list[Any]:
+    """One case per kind of ill-formed identifier in `field`: build(bad_id, lease). An optional
+    field may be empty."""
     return [
-        case(f"{rpc} {field} {kind}", {field}, partial(build, bad)) for kind, bad in ILL_FORMED_IDS.items()
+        case(f"{rpc} {field} {kind}", {field}, partial(build, bad))
+        for kind, bad in ILL_FORMED_IDS.items()
+        if bad or not optional
     ]
 
 
@@ -158,6 +171,58 @@ CASES = [
         "AdmitTurn lease_ttl mixed signs",
         {"lease_ttl"},
         lambda lease: admit_req(lease, lease_ttl=Duration(seconds=2, nanos=-1)),
+    ),
+    case("AdmitTurn mode 99", {"mode"}, lambda lease: admit_req(lease, mode=99)),
+    case(
+        "AdmitTurn expected_active_turn_id without a mode",
+        {"expected_active_turn_id"},
+        lambda lease: admit_req(lease, expected_active_turn_id="t1"),
+    ),
+    case(
+        "AdmitTurn expected_active_turn_id with ENQUEUE",
+        {"expected_active_turn_id"},
+        lambda lease: admit_req(lease, mode=ENQUEUE, expected_active_turn_id="t1"),
+    ),
+    *ill_formed_ids(
+        "AdmitTurn INTERRUPT",
+        "expected_active_turn_id",
+        lambda bad, lease: admit_req(lease, mode=INTERRUPT, expected_active_turn_id=bad),
+        optional=True,
+    ),
+    case(
+        "AdmitTurn max_queue_wait 0",
+        {"max_queue_wait"},
+        lambda lease: admit_req(lease, mode=ENQUEUE, max_queue_wait=Duration()),
+    ),
+    case(
+        "AdmitTurn max_queue_wait under 1s",
+        {"max_queue_wait"},
+        lambda lease: admit_req(lease, mode=INTERRUPT, max_queue_wait=seconds(0.999)),
+    ),
+    case(
+        "AdmitTurn max_queue_wait over the cap",
+        {"max_queue_wait"},
+        lambda lease: admit_req(lease, mode=ENQUEUE, max_queue_wait=seconds(QUEUE_WAIT_CAP_S + 1)),
+    ),
+    case(
+        "AdmitTurn max_queue_wait mixed signs",
+        {"max_queue_wait"},
+        lambda lease: admit_req(lease, mode=ENQUEUE, max_queue_wait=Duration(seconds=5, nanos=-1)),
+    ),
+    case(
+        "AdmitTurn max_queue_wait without a mode",
+        {"max_queue_wait"},
+        lambda lease: admit_req(lease, max_queue_wait=seconds(5)),
+    ),
+    case(
+        "AdmitTurn max_queue_wait with REJECT",
+        {"max_queue_wait"},
+        lambda lease: admit_req(lease, mode=pb.ADMISSION_MODE_REJECT, max_queue_wait=seconds(5)),
+    ),
+    case(
+        "AdmitTurn three bad queue fields",
+        {"mode", "expected_active_turn_id", "max_queue_wait"},
+        lambda lease: admit_req(lease, mode=7, expected_active_turn_id="t 1", max_queue_wait=seconds(-1)),
     ),
     # Heartbeat
     case(
@@ -297,6 +362,19 @@ CASES = [
     case(
         "CancelTurn request_id 129 chars", {"request_id"}, lambda lease: cancel_req(lease, request_id=LONG_ID)
     ),
+    case("CancelTurn queue 99", {"queue"}, lambda lease: cancel_req(lease, queue=99)),
+    # ResumeQueue
+    case("ResumeQueue session missing", SESSION_MISSING, lambda _: pb.ResumeQueueRequest()),
+    case(
+        "ResumeQueue session_id ill-formed",
+        {"session.session_id"},
+        lambda lease: resume_req(lease, session=ref(lease, session_id="s 1")),
+    ),
+    case(
+        "ResumeQueue request_id 129 chars",
+        {"request_id"},
+        lambda lease: resume_req(lease, request_id=LONG_ID),
+    ),
     # ResolveInteraction
     case(
         "ResolveInteraction session missing", SESSION_MISSING, lambda lease: resolve_req(lease, session=None)
@@ -400,6 +478,7 @@ _SERVICE = {
     "CompleteTurn": "admission",
     "CancelTurn": "control",
     "ResolveInteraction": "control",
+    "ResumeQueue": "control",
     "WatchSession": "sessions",
     "GetSession": "sessions",
     "GetTurn": "sessions",
@@ -470,3 +549,11 @@ async def test_values_at_the_input_limits_are_accepted(client: Client, session: 
     assert done.turn.error == "e" * KIB
     page = await client.sessions.ListTurns(pb.ListTurnsRequest(session=longest, page_size=500))
     assert [t.turn_id for t in page.turns] == ["t" * 128]
+
+
+async def test_queue_waits_at_their_limits_are_accepted(client: Client, session: pb.SessionRef) -> None:
+    await admit(client, session, "t1", "r1")
+    for turn_id, mode, wait_s in (("t2", ENQUEUE, 1), ("tx", INTERRUPT, QUEUE_WAIT_CAP_S)):
+        queued = (await admit(client, session, turn_id, "r2", mode=mode, max_queue_wait=wait_s)).queued
+        assert queued.turn_id == turn_id
+        assert queued.expires_at.ToMicroseconds() - queued.queued_at.ToMicroseconds() == wait_s * 1_000_000

@@ -62,6 +62,16 @@ def settles(turn_id: str) -> EventTest:
     return lambda event: event.HasField("turn_settled") and event.turn_settled.turn.turn_id == turn_id
 
 
+def admits(turn_id: str) -> EventTest:
+    """Passes the turn_admitted event of `turn_id`."""
+    return lambda event: event.HasField("turn_admitted") and event.turn_admitted.turn.turn_id == turn_id
+
+
+def dequeues(turn_id: str) -> EventTest:
+    """Passes the turn_dequeued event of `turn_id` (it left the queue without running)."""
+    return lambda event: event.HasField("turn_dequeued") and event.turn_dequeued.turn_id == turn_id
+
+
 def turn_of(event: pb.SessionEvent) -> str:
     """The turn an event is about ('' for a snapshot)."""
     match event.WhichOneof("kind"):
@@ -75,6 +85,14 @@ def turn_of(event: pb.SessionEvent) -> str:
             return event.interaction.turn_id
         case "turn_settled":
             return event.turn_settled.turn.turn_id
+        case "turn_queued":
+            return event.turn_queued.turn.turn_id
+        case "turn_dequeued":
+            return event.turn_dequeued.turn_id
+        case "queue_paused":  # the turn whose end paused the queue
+            return event.queue_paused.turn_id
+        case "queue_resumed":
+            return event.queue_resumed.turn_id
     return ""
 
 

@@ -62,6 +62,14 @@ async def deployment(redis_url: str, redis: RedisClient) -> AsyncIterator[Deploy
         await delete_prefix(redis, prefix)
 
 
+@pytest.fixture
+async def ledger_database() -> AsyncIterator[str]:
+    """A new PostgreSQL database of the test's own, never migrated (for a deployment of the test's
+    own, whose replicas, or the test, migrate it)."""
+    async with postgres_database("turngate_replicas") as name:
+        yield name
+
+
 @pytest.fixture(scope="module")
 async def ledger(deployment: Deployment) -> AsyncIterator[AsyncEngine]:
     """The deployment's ledger database, for reading what the projectors wrote."""

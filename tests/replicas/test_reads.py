@@ -8,7 +8,6 @@ and both are read.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from tests.e2e.calls import admit, complete, get_turn, record_call, record_interaction, resolve, snapshot
 from tests.e2e.servers import Client
 from tests.e2e.watching import collect, watch
-from tests.postgres import postgres_address, postgres_database, postgres_url
+from tests.postgres import postgres_address, postgres_url
 from tests.replicas.cluster import (
     Deployment,
     TcpForwarder,
@@ -38,13 +37,6 @@ from turngate.v1 import turngate_pb2 as pb
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
 TURN = "t1"
-
-
-@pytest.fixture
-async def ledger_database() -> AsyncIterator[str]:
-    """A new PostgreSQL database of the test's own; the replicas migrate it."""
-    async with postgres_database("turngate_reads") as name:
-        yield name
 
 
 async def begin_turn(client: Client, session: pb.SessionRef) -> pb.TurnLease:

@@ -5,7 +5,6 @@ at once; the ledger is migrated and projected once it answers)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -18,7 +17,7 @@ from tests.e2e.calls import admit, get_turn, refused
 from tests.e2e.processes import SERVICES, connect, free_port, health_of
 from tests.e2e.servers import Client, client_for
 from tests.e2e.watching import act_out_turn, collect_until, settles
-from tests.postgres import postgres_address, postgres_database, postgres_url
+from tests.postgres import postgres_address, postgres_url
 from tests.replicas.cluster import (
     REDIS_SERVER,
     Deployment,
@@ -43,13 +42,6 @@ pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # A lease the watchdog lets expire (the shortest the contract allows).
 SHORT_LEASE_S = 1.0
-
-
-@pytest.fixture
-async def ledger_database() -> AsyncIterator[str]:
-    """A new PostgreSQL database of the test's own, never migrated: the replica migrates it."""
-    async with postgres_database("turngate_replicas") as name:
-        yield name
 
 
 async def play_and_watch(client: Client, session: pb.SessionRef) -> list[pb.SessionEvent]:

@@ -5,7 +5,7 @@ answers GetTurn and ListTurns, and no replica ever answers them INTERNAL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from tests.e2e.processes import (
     spawn_server,
 )
 from tests.e2e.servers import Client
-from tests.postgres import postgres_database, postgres_url
+from tests.postgres import postgres_url
 from tests.replicas.cluster import (
     REDIS_SERVER,
     Deployment,
@@ -48,13 +48,6 @@ KINDS: dict[str, tuple[str, ...]] = {
     "serve --no-migrate": ("serve", "--no-migrate"),
     "project": ("project",),
 }
-
-
-@pytest.fixture
-async def ledger_database() -> AsyncIterator[str]:
-    """A new PostgreSQL database of the test's own, never migrated."""
-    async with postgres_database("turngate_order") as name:
-        yield name
 
 
 def waiting_for(url: str) -> str:

@@ -30,7 +30,7 @@ from tests.e2e.calls import (
     wait_for_phase,
 )
 from tests.e2e.servers import Client
-from tests.e2e.watching import EventTest, Watch, act_out_turn, collect_until, seqs, settles, watch
+from tests.e2e.watching import Watch, act_out_turn, admits, collect_until, seqs, settles, watch
 from tests.replicas.cluster import (
     BUCKETS,
     PROJECT,
@@ -77,11 +77,6 @@ LASTING_LEASE_US = 60_000_000
 def through(clients: list[Client], i: int) -> Client:
     """The i-th replica, round robin."""
     return clients[i % len(clients)]
-
-
-def admits(turn_id: str) -> EventTest:
-    """Passes the turn_admitted event of `turn_id`."""
-    return lambda event: event.HasField("turn_admitted") and event.turn_admitted.turn.turn_id == turn_id
 
 
 # --- I1 across replicas --------------------------------------------------------------------

@@ -164,6 +164,12 @@ def _event_row(key: SessionKey, event: Event) -> _Row:
     }
 
 
+# The settlement columns of an admitted turn's row, NULL until it settles. Every ADMIT row names
+# the same columns: the rows of one kind go as one executemany, whose statement takes its columns
+# from its first row (a turn that left the queue is admitted settled, in the same batch as others).
+_NOT_SETTLED: _Row = {"outcome": None, "settled_by": None, "settled_at": None}
+
+
 def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
     """The kind of write and the row recording `event`; None for what the turns do not record: a
     Stop of a turn that never started, a turn joining the queue (it has no row until it leaves it),
@@ -176,6 +182,7 @@ def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
                 "turn_id": body.turn_id,
                 "runner_id": body.runner_id,
                 "phase": TurnPhase.RUNNING,
+                **_NOT_SETTLED,
                 "stop_requested": False,
                 "stop_reason": "",
                 "admitted_at": body.admitted_at,
