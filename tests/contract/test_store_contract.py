@@ -36,6 +36,7 @@ from turngate.service.core import (
     ResumeQueue,
     SessionKey,
     SettledBy,
+    TurnAdmitted,
     TurnDequeued,
     TurnOutcome,
     TurnSettled,
@@ -569,3 +570,36 @@ async def test_q2_q3_q4_promotion_pause_clear_and_expiry_commit_in_the_write_of_
     assert isinstance(queued, Queued)
     await wait_past(any_store, queued.turn.expires_at)
     assert await one_write(Expire()) == ["turn_dequeued"]
+
+
+async def test_q2_two_replicas_completing_the_active_turn_at_once_promote_the_head_once(
+    any_store: ContractStore, open_any_store: OpenStore
+) -> None:
+    """The runner's CompleteTurn and its retry on another replica both decide on t1 running with
+    t2 queued, before either writes: one write settles t1 and admits t2, the other decides again."""
+    other_replica = open_any_store()
+    first = await admit(any_store, KEY, "t1")
+    await any_store.apply(KEY, enqueue("t2"))
+    both_have_decided = asyncio.Barrier(2)
+    writes: list[Command] = []
+
+    async def write_together(_key: SessionKey, command: Command) -> None:
+        writes.append(command)
+        if len(writes) <= 2:
+            await both_have_decided.wait()
+
+    any_store.before_write = other_replica.before_write = write_together
+    complete = Complete("t1", first.generation, TurnOutcome.COMPLETED)
+    decisions = await asyncio.gather(any_store.apply(KEY, complete), other_replica.apply(KEY, complete))
+
+    assert len(writes) == 2, "the loser decided again and found nothing to write"
+    assert sum(decision.changed for decision in decisions) == 1
+    promotions = [
+        e.body
+        for e in await any_store.events_after(KEY, 0, 100)
+        if isinstance(e.body, TurnAdmitted) and e.body.from_queue
+    ]
+    state = await any_store.load(KEY)
+    assert [p.turn_id for p in promotions] == ["t2"]
+    assert state.active is not None
+    assert (state.active.turn_id, state.active.generation) == ("t2", promotions[0].generation)
