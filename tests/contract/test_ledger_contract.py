@@ -8,6 +8,7 @@ from dataclasses import replace
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.contract.sessions import QUEUE_HISTORY, play_a_queue
 from turngate.service.core import (
     Admit,
     Admitted,
@@ -26,8 +27,10 @@ from turngate.service.core import (
     SettledBy,
     ToolCallStatus,
     TurnAdmitted,
+    TurnDequeued,
     TurnOutcome,
     TurnPhase,
+    TurnQueued,
     TurnSettled,
 )
 from turngate.service.core.replies import Cancelled, Refusal
@@ -232,10 +235,12 @@ async def test_get_turn_reads_the_latest_generation_and_list_turns_pages_newest_
 async def test_recording_many_sessions_at_once_writes_what_recording_each_commit_writes(
     store: SqlStore, database_url: str
 ) -> None:
-    """The projector records its batches with writes grouped by kind across sessions."""
+    """The projector records its batches with writes grouped by kind across sessions (turns
+    admitted and turns that left the queue share the admit statement)."""
     await run_a_stopped_turn(store)
     # A second turn, so that one session's batch holds writes of every kind more than once.
     await play_a_turn_to_completion(store, "t2")
+    await play_a_queue(store, KEY)
     events = await store.events_after(KEY, 0, 100)
     engine = make_engine(database_url)
     copies = [SessionKey("batched", "a"), SessionKey("batched", "b")]
@@ -284,13 +289,14 @@ async def test_a_turn_replayed_from_events_equals_the_ledgers_once_it_has_record
     await store.apply(KEY, RecordToolCall("t3", forced.generation, "c1", "read", ToolCallStatus.OPEN))
     await store.apply(KEY, Cancel("t3", "first", False, "", 30 * SECOND, 600 * SECOND))
     await store.apply(KEY, Cancel("t3", "then forced", True, "", 30 * SECOND, 600 * SECOND))
+    await play_a_queue(store, KEY, TRACEPARENT)
     running = await admit(store, "t4")
     await store.apply(
         KEY, RecordToolCall("t4", running.generation, "c1", "read", ToolCallStatus.FAILED, "gone")
     )
     await store.apply(KEY, RecordInteraction("t4", running.generation, "i1", "approval"))
     events = await store.events_after(KEY, 0, 100)
-    turn_ids = ("t1", "t2", "t3", "t4")
+    turn_ids = ("t1", "t2", "t3", *QUEUE_HISTORY, "t4")
     whole = {turn_id: await store.ledger.get_turn(KEY, turn_id) for turn_id in turn_ids}
     listed = await store.ledger.list_turns(KEY, None, 10)
     assert {view.turn_id: view for view in replay(KEY, (), events).values()} == whole
@@ -312,3 +318,65 @@ async def test_a_turn_replayed_from_events_equals_the_ledgers_once_it_has_record
         newest_first = sorted(page.values(), key=lambda view: view.generation, reverse=True)
         assert [replace(view, tool_calls=(), interactions=()) for view in newest_first] == listed
     await engine.dispose()
+
+
+async def test_the_rows_of_turns_that_waited_say_how_each_left_the_queue_and_how_long_it_waited(
+    store: SqlStore,
+) -> None:
+    await play_a_queue(store, KEY, TRACEPARENT)
+    events = await store.events_after(KEY, 0, 100)
+    queued_at = {e.body.turn_id: e.time for e in events if isinstance(e.body, TurnQueued)}
+    left = {e.body.turn_id: e for e in events if isinstance(e.body, TurnDequeued | TurnAdmitted)}
+    rows = {turn_id: await store.ledger.get_turn(KEY, turn_id) for turn_id in QUEUE_HISTORY}
+
+    never_waited = rows["q1"]
+    assert never_waited is not None
+    assert (never_waited.queued_at, never_waited.waited) == (None, None)
+    promoted, promotion = rows["q2"], left["q2"].body
+    assert isinstance(promotion, TurnAdmitted)
+    assert promoted is not None
+    assert (promoted.generation, promoted.admitted_at, promoted.queued_at, promoted.waited) == (
+        promotion.generation,
+        left["q2"].time,
+        queued_at["q2"],
+        promotion.waited,
+    )
+    assert promoted.traceparent == TRACEPARENT, "its admission's, kept while it waited"
+    assert (promoted.outcome, promoted.settled_by, promoted.stop_requested) == (
+        TurnOutcome.CANCELLED,
+        SettledBy.RUNNER,
+        True,
+    )
+    for turn_id, outcome, settled_by in (
+        ("q3", TurnOutcome.CANCELLED, SettledBy.GATEWAY),
+        ("q4", TurnOutcome.EXPIRED, SettledBy.WATCHDOG),
+        ("q5", TurnOutcome.CANCELLED, SettledBy.GATEWAY),
+    ):
+        row, dequeued = rows[turn_id], left[turn_id]
+        assert isinstance(dequeued.body, TurnDequeued)
+        assert row == TurnView(
+            turn_id=turn_id,
+            runner_id="runner",
+            generation=dequeued.body.generation,
+            phase=TurnPhase.SETTLED,
+            outcome=outcome,
+            settled_by=settled_by,
+            stop_requested=outcome is TurnOutcome.CANCELLED,
+            stop_reason="user pressed stop" if outcome is TurnOutcome.CANCELLED else "",
+            stop_requested_at=None,
+            stop_deadline=None,
+            admitted_at=0,
+            settled_at=dequeued.time,
+            lease_expires_at=dequeued.time,
+            error="",
+            traceparent="",
+            queued_at=queued_at[turn_id],
+        ), turn_id
+        assert row.waited == dequeued.time - queued_at[turn_id]
+    assert [view.turn_id for view in await store.ledger.list_turns(KEY, None, 10)] == [
+        "q5",
+        "q2",
+        "q4",
+        "q3",
+        "q1",
+    ], "by generation: each turn took one as it left the queue (promoted, cancelled or expired)"

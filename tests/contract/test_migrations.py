@@ -10,13 +10,27 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Table, TableClause, column, insert, table, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tests.contract.released import ADMITTED_AT, RELEASED_SCHEMA
+from turngate.service.codec import dump_session
+from turngate.service.core import (
+    AdmissionMode,
+    Admit,
+    Admitted,
+    Complete,
+    Session,
+    SessionKey,
+    TurnOutcome,
+    decide,
+)
+from turngate.service.ledger.record import Write, ledger_write
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import alembic_config, is_migrated, migrate
-from turngate.service.sql.tables import metadata
+from turngate.service.sql.tables import metadata, sessions, turns
+from turngate.service.store.sql import open_store
 
 
 def head() -> str | None:
@@ -119,3 +133,121 @@ async def test_a_database_is_migrated_at_the_newest_schema_or_at_one_a_newer_rel
 async def test_whether_an_unreachable_database_is_migrated_is_unknown() -> None:
     with pytest.raises(StoreUnavailable):
         await is_migrated("postgresql+asyncpg://postgres@127.0.0.1:1/turngate")
+
+
+async def test_downgrading_to_the_last_release_and_upgrading_again_builds_the_declared_tables(
+    database_url: str,
+) -> None:
+    def downgrade(connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, RELEASED_SCHEMA)
+
+    engine = make_engine(database_url)
+    async with engine.begin() as conn:
+        await conn.run_sync(downgrade)
+    await engine.dispose()
+    await migrate(database_url)
+
+    engine = make_engine(database_url)
+    async with engine.connect() as conn:
+        assert await conn.run_sync(differences) == []
+    await engine.dispose()
+
+
+# 0005 and 0006 (the turn queue): what was written before them reads as it did and goes on.
+KEY = SessionKey("project", "upgraded")
+SECOND = 1_000_000
+
+
+def columns_of(revision_table: Table, *left_out: str) -> TableClause:
+    """`revision_table` as an earlier revision had it, without the columns added since."""
+    return table(
+        revision_table.name, *(column(c.name) for c in revision_table.columns if c.name not in left_out)
+    )
+
+
+async def test_0005_turns_recorded_before_it_never_waited_and_turns_that_wait_are_recorded_after_it(
+    blank_database_url: str,
+) -> None:
+    admitted = decide(Session(), Admit("t1", "runner", 20 * SECOND), ADMITTED_AT)
+    assert isinstance(admitted.reply, Admitted)
+    completed = decide(
+        admitted.state, Complete("t1", admitted.reply.generation, TurnOutcome.COMPLETED), ADMITTED_AT + SECOND
+    )
+    events = [*admitted.events, *completed.events]
+    await migrate_to(blank_database_url, "0004")
+    engine = make_engine(blank_database_url)
+    async with engine.begin() as conn:
+        for event in events:  # the turn row as 0004 wrote it: no queued_at
+            write = ledger_write(KEY, event)
+            assert write is not None
+            kind, row = write
+            if kind is Write.ADMIT:
+                del row["queued_at"]
+                await conn.execute(insert(columns_of(turns, "queued_at")).values(**row))
+            else:
+                await conn.execute(
+                    update(turns)
+                    .where(
+                        turns.c.session_id == KEY.session_id, turns.c.generation == admitted.reply.generation
+                    )
+                    .values(**{k: v for k, v in row.items() if not k.startswith("key_")})
+                )
+    await engine.dispose()
+
+    await migrate(blank_database_url)
+
+    store = open_store(blank_database_url)
+    try:
+        before = await store.ledger.get_turn(KEY, "t1")
+        assert before is not None
+        assert (before.outcome, before.queued_at, before.waited) == (TurnOutcome.COMPLETED, None, None)
+        running = await store.apply(KEY, Admit("t2", "runner", 20 * SECOND))
+        assert isinstance(running.reply, Admitted)
+        queued = await store.apply(KEY, Admit("t3", "runner", 20 * SECOND, mode=AdmissionMode.ENQUEUE))
+        promoted = await store.apply(KEY, Complete("t2", running.reply.generation, TurnOutcome.COMPLETED))
+        after = await store.ledger.get_turn(KEY, "t3")
+        assert after is not None
+        assert (after.queued_at, after.admitted_at) == (queued.events[0].time, promoted.events[-1].time)
+        assert after.waited == after.admitted_at - queued.events[0].time
+    finally:
+        await store.close()
+
+
+async def test_0006_sessions_written_before_it_count_as_active_while_a_turn_holds_them(
+    blank_database_url: str,
+) -> None:
+    held = decide(Session(), Admit("t1", "runner", 20 * SECOND), ADMITTED_AT)
+    assert isinstance(held.reply, Admitted)
+    idle = decide(
+        held.state, Complete("t1", held.reply.generation, TurnOutcome.COMPLETED), ADMITTED_AT + SECOND
+    )
+    await migrate_to(blank_database_url, "0005")
+    engine = make_engine(blank_database_url)
+    async with engine.begin() as conn:
+        for session_id, state in (("held", held.state), ("idle", idle.state)):
+            await conn.execute(  # the session row as 0005 wrote it: no turn_active
+                insert(columns_of(sessions, "turn_active")).values(
+                    project_id=KEY.project_id,
+                    session_id=session_id,
+                    version=1,
+                    doc=dump_session(state).decode(),
+                    deadline_at=state.deadline(),
+                    updated_at=ADMITTED_AT,
+                )
+            )
+    await engine.dispose()
+
+    await migrate(blank_database_url)
+
+    store = open_store(blank_database_url)
+    try:
+        assert await store.count_active() == 1
+        assert await store.count_active_in_project(KEY.project_id, 10) == 1
+        await store.apply(
+            SessionKey(KEY.project_id, "held"), Complete("t1", held.reply.generation, TurnOutcome.COMPLETED)
+        )
+        assert await store.count_active() == 0
+    finally:
+        await store.close()

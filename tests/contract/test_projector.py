@@ -36,6 +36,7 @@ from tests.contract.projection import (
     rows_recording,
     stopped,
 )
+from tests.contract.sessions import QUEUE_HISTORY, play_a_queue
 from tests.waiting import eventually
 from turngate.service.codec import dump_event_body
 from turngate.service.core import (
@@ -51,6 +52,8 @@ from turngate.service.core import (
     TurnAdmitted,
     TurnOutcome,
 )
+from turngate.service.ledger.reads import Ledger
+from turngate.service.ledger.replay import replay
 from turngate.service.ports.store import Store, StoreUnavailable
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.tables import dialect_insert, ledger_cursors
@@ -165,11 +168,17 @@ async def test_projection_equals_the_sql_store_ledger_for_the_same_commands(
     # The rows record() writes for these events; but for the clock, those the SQL store writes.
     assert projected == await expected_rows(redis_store.client, redis_store.keys, ledger, [on_redis])
     assert without_instants(projected) == without_instants(await ledger_rows(ledger, "p-sql"))
+    # What GetTurn answers from the log while the ledger lags is what the ledger holds now.
+    replayed = replay(on_redis, (), await log_of(redis_store.client, redis_store.keys, on_redis))
+    read = Ledger(ledger)
+    assert {view.turn_id for view in replayed.values()} == {"t1", "t2", "t3", *QUEUE_HISTORY}
+    for view in replayed.values():
+        assert await read.get_turn(on_redis, view.turn_id) == view
 
 
 async def run_every_kind_of_event(store: Store, key: SessionKey) -> None:
     """Stop before start, a turn stopped with calls and interactions of every outcome, a completed
-    turn and a force-stopped one."""
+    turn and a force-stopped one, then turns that waited in the queue and left it each way."""
     stop = Cancel("t0", "changed my mind", False, "", 30 * SECOND, 600 * SECOND)
     await store.apply(key, stop)
     first = (
@@ -193,17 +202,19 @@ async def run_every_kind_of_event(store: Store, key: SessionKey) -> None:
     third = (await store.apply(key, Admit("t3", "runner", 20 * SECOND))).reply
     assert isinstance(third, Admitted)
     await store.apply(key, Cancel("t3", "now", True, "", 30 * SECOND, 600 * SECOND))
+    await play_a_queue(store, key, traceparent="00-" + "3" * 32 + "-" + "4" * 16 + "-01")
 
 
 def without_instants(rows: Rows) -> Rows:
-    """`rows` with every store-clock value (times and generations, also inside event bodies) blanked:
-    two runs of the same commands write the same rows but for those."""
+    """`rows` with every store-clock value (times and generations, also inside event bodies) and
+    the time between two (how long a promoted turn waited) blanked: two runs of the same commands
+    write the same rows but for those."""
 
     def blanked(value: Any) -> Any:
         if isinstance(value, str) and value.startswith("{"):
             return blanked(json.loads(value))
         if isinstance(value, dict):
-            return {k: blanked(v) for k, v in value.items()}
+            return {k: "<duration>" if k == "waited" else blanked(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return type(value)(blanked(v) for v in value)
         is_instant = isinstance(value, int) and not isinstance(value, bool) and value > 10**14

@@ -172,6 +172,7 @@ async def test_the_script_takes_a_decision_only_while_time_lies_in_its_clock_win
         redis_keyspace.log(KEY),
         redis_keyspace.deadlines(0),
         redis_keyspace.outbox(0),
+        redis_keyspace.active(0),
     ]
     # A decision that changed nothing on a session never written (version 0, epoch 0), with bounds
     # that accept its `now`.

@@ -229,7 +229,7 @@ async def test_every_key_one_apply_writes_hashes_to_one_cluster_slot(
         _, settling = await keys_written_by(redis_client, redis_keyspace, redis_store.apply(key, complete))
 
         for written in (admitting, settling):
-            assert len(written) == 4, "the document, the log, the deadline index and the outbox"
+            assert len(written) == 5, "the document, the log, the deadline and active indexes, the outbox"
             slots = {key_slot(name) for name in written}
             assert len(slots) == 1, written
             slots_used |= slots

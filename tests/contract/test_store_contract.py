@@ -18,10 +18,11 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from tests.contract.backends import ContractStore, OpenStore, open_redis_store, open_sql_store, wait_past
-from tests.contract.sessions import KEY, LEASE, SECOND, admit, open_call, stop
+from tests.contract.sessions import KEY, LEASE, SECOND, admit, enqueue, open_call, stop
 from turngate.service.core import (
     Admit,
     Admitted,
+    Cancelled,
     Command,
     Complete,
     CompleteReply,
@@ -29,9 +30,14 @@ from turngate.service.core import (
     ErrorReason,
     Expire,
     Heartbeat,
+    QueueAction,
+    Queued,
     Refusal,
+    ResumeQueue,
     SessionKey,
     SettledBy,
+    TurnAdmitted,
+    TurnDequeued,
     TurnOutcome,
     TurnSettled,
 )
@@ -41,6 +47,7 @@ from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.sql import SqlStore, open_store
+from turngate.service.watchdog import Watchdog
 
 
 async def admit_at_once(store: Store, turns: int) -> list[Decision]:
@@ -443,3 +450,156 @@ async def test_active_lists_a_projects_busy_sessions_by_deadline_in_pages(any_st
     assert [key.session_id for key, _ in first + rest] == ["early", "middle", "late"]
     assert [deadline for _, deadline in first + rest] == sorted(deadline for _, deadline in first + rest)
     assert await any_store.active("nobody", None, 10) == []
+
+
+# The queue (docs/design.md §7) as the stores index it: a session whose turns only wait has a
+# deadline (the earliest expiry) but no turn holding it.
+
+
+async def test_active_lists_sessions_whose_queue_waits_but_only_those_a_turn_holds_are_counted(
+    any_store: ContractStore,
+) -> None:
+    running, paused, behind = (SessionKey("ops", name) for name in ("running", "paused", "behind"))
+    await admit(any_store, running, "t1", lease=30 * SECOND)
+    await admit(any_store, behind, "t1", lease=10 * SECOND)
+    await any_store.apply(behind, enqueue("t2"))
+    first = await admit(any_store, paused, "t1")
+    await any_store.apply(paused, enqueue("t2", wait=20 * SECOND))
+    failed = await any_store.apply(paused, Complete("t1", first.generation, TurnOutcome.FAILED))
+    await admit(any_store, SessionKey("other-project", "running"), "t1")
+
+    assert (failed.state.queue_paused, failed.state.turn_active) == (True, False)
+    listed = await any_store.active("ops", None, 10)
+    assert [key for key, _ in listed] == [behind, paused, running], "a paused queue is listed too"
+    assert [deadline for _, deadline in listed] == sorted(deadline for _, deadline in listed)
+    assert await any_store.count_active() == 3, "queued turns hold no lease"
+    assert await any_store.count_active_in_project("ops", 10) == 2
+    assert await any_store.count_active_in_project("ops", 1) == 1
+    assert await any_store.count_active_in_project("nobody", 10) == 0
+
+    cleared = await any_store.apply(paused, stop("", queue=QueueAction.CLEAR))
+
+    assert isinstance(cleared.reply, Cancelled)
+    assert [key for key, _ in await any_store.active("ops", None, 10)] == [behind, running]
+    assert await any_store.count_active_in_project("ops", 10) == 2
+
+
+async def test_q4_a_session_whose_only_deadline_is_a_queued_expiry_is_swept_then_and_the_turn_expires(
+    any_store: ContractStore,
+) -> None:
+    first = await admit(any_store, KEY, "t1")
+    queued = (await any_store.apply(KEY, enqueue("t2", wait=SECOND // 2))).reply
+    assert isinstance(queued, Queued)
+    idle = await any_store.apply(KEY, Complete("t1", first.generation, TurnOutcome.FAILED))
+    expires_at = queued.turn.expires_at
+    assert (idle.state.active, idle.state.deadline()) == (None, expires_at)
+    assert await any_store.next_deadline() == expires_at
+    assert await any_store.due(expires_at - 1, 10) == []
+
+    await wait_past(any_store, expires_at)
+    await Watchdog(any_store).sweep()
+
+    state = await any_store.load(KEY)
+    expired = state.settled("t2")
+    assert expired is not None
+    assert (expired.outcome, expired.settled_by, expired.queued_at) == (
+        TurnOutcome.EXPIRED,
+        SettledBy.WATCHDOG,
+        queued.turn.queued_at,
+    )
+    assert (state.queue, state.queue_paused) == ((), False)
+    [dequeued] = [
+        e.body for e in await any_store.events_after(KEY, 0, 100) if isinstance(e.body, TurnDequeued)
+    ]
+    assert (dequeued.turn_id, dequeued.outcome) == ("t2", TurnOutcome.EXPIRED)
+    assert await any_store.next_deadline() is None
+    assert await any_store.active(KEY.project_id, None, 10) == []
+
+
+async def test_q2_q3_q4_promotion_pause_clear_and_expiry_commit_in_the_write_of_what_causes_them(
+    any_store: ContractStore,
+) -> None:
+    """Each command below is one commit holding every event it caused, and the document, the log,
+    the deadline index and the count of sessions a turn holds agree after it."""
+    committed: list[Decision] = []
+    any_store.add_listener(lambda _key, decision: committed.append(decision))
+
+    async def one_write(command: Command) -> list[str]:
+        before = len(committed)
+        decision = await any_store.apply(KEY, command)
+        assert committed[before:] == [decision], "one commit"
+        assert await any_store.load(KEY) == decision.state
+        log = await any_store.events_after(KEY, 0, 1_000)
+        assert tuple(log[len(log) - len(decision.events) :]) == decision.events
+        assert await any_store.next_deadline() == decision.state.deadline()
+        assert await any_store.count_active() == int(decision.state.turn_active)
+        return [event.body.kind for event in decision.events]
+
+    first = await admit(any_store, KEY, "t1")
+    for turn_id in ("t2", "t3"):
+        assert await one_write(enqueue(turn_id)) == ["turn_queued"]
+
+    # Q2: the head is admitted in the write that settles the active turn.
+    assert await one_write(Complete("t1", first.generation, TurnOutcome.COMPLETED)) == [
+        "turn_settled",
+        "turn_admitted",
+    ]
+    promoted = (await any_store.load(KEY)).active
+    assert promoted is not None
+    assert promoted.turn_id == "t2"
+    # Q3: a FAILED end pauses the queue in its own write; ResumeQueue admits the head in its.
+    assert await one_write(Complete("t2", promoted.generation, TurnOutcome.FAILED)) == [
+        "turn_settled",
+        "queue_paused",
+    ]
+    assert await one_write(ResumeQueue()) == ["queue_resumed", "turn_admitted"]
+    # Q3: CLEAR cancels every queued turn in the write of the Stop.
+    for turn_id in ("t4", "t5"):
+        await one_write(enqueue(turn_id))
+    assert await one_write(stop("t3", queue=QueueAction.CLEAR)) == [
+        "stop_requested",
+        "turn_dequeued",
+        "turn_dequeued",
+    ]
+    third = (await any_store.load(KEY)).active
+    assert third is not None
+    assert await one_write(Complete("t3", third.generation, TurnOutcome.CANCELLED)) == ["turn_settled"]
+    # Q4: an expiry is written by the first command to find it passed (here, the watchdog's).
+    await admit(any_store, KEY, "t6")
+    queued = (await any_store.apply(KEY, enqueue("t7", wait=SECOND // 2))).reply
+    assert isinstance(queued, Queued)
+    await wait_past(any_store, queued.turn.expires_at)
+    assert await one_write(Expire()) == ["turn_dequeued"]
+
+
+async def test_q2_two_replicas_completing_the_active_turn_at_once_promote_the_head_once(
+    any_store: ContractStore, open_any_store: OpenStore
+) -> None:
+    """The runner's CompleteTurn and its retry on another replica both decide on t1 running with
+    t2 queued, before either writes: one write settles t1 and admits t2, the other decides again."""
+    other_replica = open_any_store()
+    first = await admit(any_store, KEY, "t1")
+    await any_store.apply(KEY, enqueue("t2"))
+    both_have_decided = asyncio.Barrier(2)
+    writes: list[Command] = []
+
+    async def write_together(_key: SessionKey, command: Command) -> None:
+        writes.append(command)
+        if len(writes) <= 2:
+            await both_have_decided.wait()
+
+    any_store.before_write = other_replica.before_write = write_together
+    complete = Complete("t1", first.generation, TurnOutcome.COMPLETED)
+    decisions = await asyncio.gather(any_store.apply(KEY, complete), other_replica.apply(KEY, complete))
+
+    assert len(writes) == 2, "the loser decided again and found nothing to write"
+    assert sum(decision.changed for decision in decisions) == 1
+    promotions = [
+        e.body
+        for e in await any_store.events_after(KEY, 0, 100)
+        if isinstance(e.body, TurnAdmitted) and e.body.from_queue
+    ]
+    state = await any_store.load(KEY)
+    assert [p.turn_id for p in promotions] == ["t2"]
+    assert state.active is not None
+    assert (state.active.turn_id, state.active.generation) == ("t2", promotions[0].generation)

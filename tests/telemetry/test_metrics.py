@@ -1,5 +1,5 @@
-"""Each instrument moves as docs/telemetry.md says, after a scripted turn; in redis mode the
-projector's lag and dead letters are reported too."""
+"""Each instrument moves as docs/telemetry.md says, after a scripted turn and a scripted queue; in
+redis mode the projector's lag and dead letters are reported too."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tests.e2e.calls import admit, complete, heartbeat, refused, stop
 from tests.e2e.loops import AT_ONCE, BreakableSweeps, server_restarting
 from tests.e2e.servers import OwnServer
 from tests.e2e.watching import collect, watch
+from tests.telemetry.queueing import enqueue, resume, stop_then
 from tests.telemetry.recorded import Labels, Recorded, labels
 from tests.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
@@ -120,3 +121,83 @@ async def test_restarts_of_each_background_loop_are_counted_by_its_name(
             labels(loop="watchdog"): 3,
             **{labels(loop=name): 0 for name in ("health", "schema", "sampler")},
         }
+
+
+QUEUE_COUNTERS: dict[str, list[Labels]] = {
+    "turngate.admissions": [labels(result="admitted"), labels(result="queued")],
+    "turngate.queue.promotions": [frozenset()],
+    "turngate.queue.pauses": [labels(outcome="FAILED")],
+    "turngate.queue.resumes": [frozenset()],
+    "turngate.queue.expiries": [frozenset()],
+    "turngate.queue.clears": [frozenset()],
+}
+QUEUE_HISTOGRAMS: dict[str, list[Labels]] = {
+    "turngate.queue.depth": [labels(mode="ENQUEUE")],
+    "turngate.queue.wait": [
+        labels(result=result) for result in ("admitted", "cancelled", "cleared", "expired")
+    ],
+}
+
+
+def queue_counts(recorded: Recorded) -> dict[tuple[str, Labels, str], float]:
+    found = {
+        (name, at, "value"): recorded.value(name, at) for name, ats in QUEUE_COUNTERS.items() for at in ats
+    }
+    for name, ats in QUEUE_HISTOGRAMS.items():
+        found |= {(name, at, of): recorded.value(name, at, of) for at in ats for of in ("count", "sum")}
+    return found
+
+
+async def test_each_queue_instrument_moves_as_documented_and_active_turns_leave_waiting_turns_out(
+    installed: Recorded, own_server: OwnServer, session: pb.SessionRef
+) -> None:
+    async with own_server() as (_, client):
+        before = queue_counts(installed)
+        first = (await admit(client, session, "t1")).lease  # admitted
+        await enqueue(client, session, "t2")  # queued: depth 1
+        await enqueue(client, session, "t3")  # queued: depth 2
+        await complete(client, first)  # t2 promoted
+        promoted = (await admit(client, session, "t2", runner_id="r1")).lease
+        await complete(client, promoted, pb.TURN_OUTCOME_FAILED)  # the queue paused by a FAILED end
+        await eventually(lambda: installed.value("turngate.turns.active") == 0)  # t3 waits: no turn
+        await resume(client, session)  # resumed: t3 promoted
+        await enqueue(client, session, "t4")  # depth 1
+        await enqueue(client, session, "t5")  # depth 2
+        await stop_then(client, session, "t4", pb.QUEUE_ACTION_PAUSE)  # t4 cancelled while it waits
+        await stop_then(client, session, "t3", pb.QUEUE_ACTION_CLEAR)  # t5 cleared
+        third = (await admit(client, session, "t3", runner_id="r1")).lease
+        await complete(client, third, pb.TURN_OUTCOME_CANCELLED)
+        await admit(client, session, "t6")  # admitted
+        await enqueue(client, session, "t7", wait=1.0)  # depth 1, then expired by the watchdog
+        await eventually(
+            lambda: (
+                installed.value("turngate.queue.expiries")
+                > before[("turngate.queue.expiries", frozenset(), "value")]
+            )
+        )
+        await eventually(lambda: installed.value("turngate.turns.active") == 1)
+
+        after = queue_counts(installed)
+        moved = {key: after[key] - before[key] for key in after if after[key] != before[key]}
+        waited = {
+            result: moved.pop(("turngate.queue.wait", labels(result=result), "sum"))
+            for result in ("admitted", "cancelled", "cleared", "expired")
+        }
+        assert moved == {
+            ("turngate.admissions", labels(result="admitted"), "value"): 2,
+            ("turngate.admissions", labels(result="queued"), "value"): 5,
+            ("turngate.queue.promotions", frozenset(), "value"): 2,
+            ("turngate.queue.pauses", labels(outcome="FAILED"), "value"): 1,
+            ("turngate.queue.resumes", frozenset(), "value"): 1,
+            ("turngate.queue.expiries", frozenset(), "value"): 1,
+            ("turngate.queue.clears", frozenset(), "value"): 1,
+            ("turngate.queue.depth", labels(mode="ENQUEUE"), "count"): 5,
+            ("turngate.queue.depth", labels(mode="ENQUEUE"), "sum"): 1 + 2 + 1 + 2 + 1,
+            **{
+                ("turngate.queue.wait", labels(result=result), "count"): 1
+                for result in ("cancelled", "cleared", "expired")
+            },
+            ("turngate.queue.wait", labels(result="admitted"), "count"): 2,
+        }
+        assert waited["expired"] >= 1.0, "it waited its max_queue_wait"
+        assert all(seconds > 0 for seconds in waited.values())

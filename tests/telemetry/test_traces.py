@@ -1,7 +1,8 @@
 """Traces across runner and server: the SDK runner's `turngate.turn` span is the ancestor of the
 server spans of its RPCs; a turn settled after its runner process was killed, or by a forced Stop,
-links back to the span that admitted it; spans end when a watch is cancelled or a call's deadline
-passes.
+links back to the span that admitted it; a turn promoted from the queue, by a runner's
+CompleteTurn or by the watchdog, links to the span that queued it; spans end when a watch is
+cancelled or a call's deadline passes.
 
 Besides the SDK, the runners here are spans of the test's own with the gRPC client interceptor on
 a raw channel (`traced`), and a process that sends its span's traceparent itself.
@@ -21,9 +22,10 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
-from tests.e2e.calls import admit, refused, stop
+from tests.e2e.calls import admit, complete, refused, stop
 from tests.e2e.servers import Client
 from tests.e2e.watching import STREAM_TIMEOUT_S, collect, watch
+from tests.telemetry.queueing import enqueue, stop_then
 from tests.telemetry.recorded import Recorded, children, in_session, in_trace, rpc
 from tests.waiting import eventually
 from turngate.client import Client as Sdk
@@ -113,9 +115,10 @@ async def test_a_refusal_is_on_the_apply_span_and_its_code_on_the_server_span(
     assert (await refused(admit(client, session, "t2"))).code == grpc.StatusCode.ABORTED
     apply = await recorded.one(APPLY, lambda span: attributes(span).get("turngate.turn_id") == "t2")
     assert attributes(apply)["turngate.refusal"] == "SESSION_TURN_IN_USE"
-    [server_span] = [
-        span for span in recorded.spans.get_finished_spans() if ids(span.context) == ids(apply.parent)
-    ]
+    # The server span ends once the handler has returned, which may be after the client saw the status.
+    server_span = await recorded.one(
+        rpc("AdmissionService", "AdmitTurn"), lambda span: ids(span.context) == ids(apply.parent)
+    )
     assert attributes(server_span)["rpc.grpc.status_code"] == grpc.StatusCode.ABORTED.value[0]
     assert server_span.status.status_code is StatusCode.UNSET  # a refusal is an answer, not a server error
 
@@ -175,6 +178,67 @@ async def test_a_forced_stop_settles_in_a_span_linked_to_the_admission(
         "GATEWAY",
     )
     assert [ids(link.context) for link in settled.links] == [ids(admitting.context)]
+
+
+def client_span(recorded: Recorded, method: str, trace_id: int) -> ReadableSpan:
+    """The one client span of `method` in the trace."""
+    [span] = recorded.finished(
+        rpc("AdmissionService", method),
+        lambda span: span.kind is SpanKind.CLIENT and in_trace(trace_id)(span),
+    )
+    return span
+
+
+def promoted_to(span: ReadableSpan, turn_id: str, generation: int) -> dict[str, object]:
+    """What a span that promoted `turn_id` says of it, and the attributes of its link to it."""
+    promotion = {"turngate.promoted_turn_id": turn_id, "turngate.promoted_generation": generation}
+    assert attributes(span) | promotion == attributes(span)
+    return {"turngate.turn_id": turn_id, "turngate.generation": generation}
+
+
+async def test_a_turn_promoted_by_a_complete_turn_starts_in_a_span_linked_to_the_span_that_queued_it(
+    traced: tuple[TurngateServer, Client], recorded: Recorded, session: pb.SessionRef
+) -> None:
+    _, client = traced
+    with tracer.start_as_current_span("first runner") as first:
+        lease = (await admit(client, session, "t1")).lease
+    with tracer.start_as_current_span("waiting runner") as waiting:
+        await enqueue(client, session, "t2")
+    with tracer.start_as_current_span("first runner ends") as ending:
+        await complete(client, lease)
+    generation = (await admit(client, session, "t2")).lease.generation  # the promoted turn's lease
+
+    promoting = await recorded.one(APPLY, in_trace(ending.get_span_context().trace_id))
+    admitting = client_span(recorded, "AdmitTurn", first.get_span_context().trace_id)
+    queuing = client_span(recorded, "AdmitTurn", waiting.get_span_context().trace_id)
+    assert attributes(promoting)["turngate.command"] == "Complete"
+    promoted = promoted_to(promoting, "t2", generation)
+    assert [(ids(link.context), dict(link.attributes or {})) for link in promoting.links] == [
+        (ids(admitting.context), {}),  # t1's admission: the settlement's link
+        (ids(queuing.context), promoted),
+    ]
+
+
+async def test_a_turn_the_watchdog_promotes_starts_in_its_settle_span_linked_to_the_span_that_queued_it(
+    traced: tuple[TurngateServer, Client], recorded: Recorded, session: pb.SessionRef
+) -> None:
+    """t1's runner is gone: a Stop that lets the queue CONTINUE, then its lease (1 s) runs out, and
+    the watchdog settles it LOST and admits t2 in the same write."""
+    _, client = traced
+    await admit(client, session, "t1", lease_ttl=1.0)
+    with tracer.start_as_current_span("waiting runner") as waiting:
+        await enqueue(client, session, "t2")
+    await stop_then(client, session, "t1", pb.QUEUE_ACTION_CONTINUE)
+
+    settle = await recorded.one("turngate.watchdog.settle", in_session(session))
+    generation = (await admit(client, session, "t2")).lease.generation
+    queuing = client_span(recorded, "AdmitTurn", waiting.get_span_context().trace_id)
+    assert attributes(settle) | {"turngate.turn_id": "t1", "turngate.outcome": "LOST"} == attributes(settle)
+    promoted = promoted_to(settle, "t2", generation)
+    assert (ids(settle.links[-1].context), dict(settle.links[-1].attributes or {})) == (
+        ids(queuing.context),
+        promoted,
+    )
 
 
 async def test_the_span_of_a_cancelled_watch_ends(

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from turngate.service.core import (
     ActiveTurn,
+    AdmissionMode,
     Admit,
     Admitted,
     Cancel,
@@ -27,6 +28,7 @@ from turngate.service.core import (
     ToolCallStatus,
     TurnOutcome,
     decide,
+    limits,
 )
 
 SECOND = 1_000_000  # the core counts µs
@@ -34,6 +36,7 @@ T0 = 1_700_000_000 * SECOND  # a realistic store clock
 LEASE_TTL = 20 * SECOND
 STOP_GRACE = 30 * SECOND
 MEMORY_TTL = 600 * SECOND
+WAIT = limits.DEFAULT_MAX_QUEUE_WAIT
 
 
 class Lease(NamedTuple):
@@ -45,6 +48,21 @@ class Lease(NamedTuple):
 
 def admit(turn_id: str = "t1", runner_id: str = "r1", lease_ttl: int = LEASE_TTL) -> Admit:
     return Admit(turn_id, runner_id, lease_ttl, traceparent=f"00-{turn_id}-trace")
+
+
+def enqueue(
+    turn_id: str, runner_id: str = "", *, wait: int = WAIT, depth: int = 16, ttl: int = LEASE_TTL
+) -> Admit:
+    """An admission that waits in the session's queue while it is busy (§7)."""
+    return Admit(
+        turn_id,
+        runner_id or f"r-{turn_id}",
+        ttl,
+        traceparent=f"00-{turn_id}-trace",
+        mode=AdmissionMode.ENQUEUE,
+        max_queue_wait=wait,
+        max_queue_depth=depth,
+    )
 
 
 def cancel(

@@ -37,12 +37,14 @@ class FakeClock:
 
 @dataclass(frozen=True, slots=True)
 class _Row:
-    """One session as a store keeps it: the document and its version, its log and its deadline."""
+    """One session as a store keeps it: the document and its version, its log, its deadline and
+    whether a turn holds it."""
 
     version: int
     state: Session
     events: tuple[Event, ...]
     deadline: int | None
+    turn_active: bool
 
 
 @dataclass
@@ -117,6 +119,7 @@ class MemoryStore(CompareAndSetStore):
             state=decision.state,
             events=(() if row is None else row.events) + decision.events,
             deadline=decision.state.deadline(),
+            turn_active=decision.state.turn_active,
         )
         return applied
 
@@ -171,10 +174,15 @@ class MemoryStore(CompareAndSetStore):
         )
         return [(SessionKey(project_id, session_id), deadline) for deadline, session_id in busy[:limit]]
 
+    async def count_active_in_project(self, project_id: str, bound: int) -> int:
+        with _unavailable_on_failure():
+            self._reach()
+        return min(bound, sum(key.project_id == project_id for key in self._held()))
+
     async def count_active(self) -> int:
         with _unavailable_on_failure():
             self._reach()
-        return len(self._deadlines())
+        return len(self._held())
 
     async def ping(self) -> None:
         with _unavailable_on_failure():
@@ -192,8 +200,12 @@ class MemoryStore(CompareAndSetStore):
         return self.data.rows.get(key)
 
     def _deadlines(self) -> dict[SessionKey, int]:
-        """Every session with an active turn, and its deadline."""
+        """Every session with a deadline (an active turn, or turns waiting), and that deadline."""
         return {key: row.deadline for key, row in self.data.rows.items() if row.deadline is not None}
+
+    def _held(self) -> list[SessionKey]:
+        """Every session that a turn holds."""
+        return [key for key, row in self.data.rows.items() if row.turn_active]
 
 
 @contextmanager

@@ -30,7 +30,6 @@ from turngate.service.core import (
     TurnPhase,
     TurnQueued,
     TurnSettled,
-    limits,
 )
 
 from .helpers import (
@@ -38,6 +37,7 @@ from .helpers import (
     MEMORY_TTL,
     SECOND,
     STOP_GRACE,
+    WAIT,
     Lease,
     Timeline,
     assert_refused,
@@ -45,26 +45,11 @@ from .helpers import (
     bodies,
     cancel,
     complete,
+    enqueue,
     heartbeat,
     kinds,
     running,
 )
-
-WAIT = limits.DEFAULT_MAX_QUEUE_WAIT
-
-
-def enqueue(
-    turn_id: str, runner_id: str = "", *, wait: int = WAIT, depth: int = 16, ttl: int = LEASE_TTL
-) -> Admit:
-    return Admit(
-        turn_id,
-        runner_id or f"r-{turn_id}",
-        ttl,
-        traceparent=f"00-{turn_id}-trace",
-        mode=AdmissionMode.ENQUEUE,
-        max_queue_wait=wait,
-        max_queue_depth=depth,
-    )
 
 
 def interrupt(turn_id: str, expected: str = "", *, depth: int = 16) -> Admit:

@@ -16,6 +16,7 @@ import pytest
 from turngate.service.core import (
     Admitted,
     Event,
+    Expire,
     InteractionStatus,
     SessionKey,
     SettledBy,
@@ -28,7 +29,18 @@ from turngate.service.ledger.replay import replay
 from turngate.service.ports.history import TurnView
 from turngate.service.ports.store import StoreUnavailable
 
-from .helpers import SECOND, Lease, admit, cancel, complete, heartbeat, interaction, resolve, tool_call
+from .helpers import (
+    SECOND,
+    Lease,
+    admit,
+    cancel,
+    complete,
+    enqueue,
+    heartbeat,
+    interaction,
+    resolve,
+    tool_call,
+)
 from .memory_store import MemoryStore
 
 KEY = SessionKey("p1", "s1")
@@ -326,3 +338,85 @@ async def test_get_turn_answers_only_the_turn_asked_for() -> None:
     assert got.turn_id == "t1"
     assert await s.history.get_turn(SessionKey("p1", "another-session"), "t3") is None
     assert await s.history.get_turn(SessionKey("p2", "s1"), "t3") is None  # I11: another project's
+
+
+# Turns that waited in the queue (docs/design.md §7).
+
+
+async def test_a_turn_still_waiting_in_the_queue_is_answered_queued_from_the_document_and_not_listed() -> (
+    None
+):
+    s = Session()
+    await s.admit("t1")
+    s.store.clock.advance(SECOND)
+    queued = await s.store.apply(KEY, enqueue("t2", "r2"))
+    [waiting] = queued.state.queue
+
+    for ledger_down in (False, True):
+        s.ledger.down = ledger_down
+        got = await s.history.get_turn(KEY, "t2")
+        assert got == TurnView(
+            turn_id="t2",
+            runner_id="r2",
+            generation=0,
+            phase=TurnPhase.QUEUED,
+            outcome=None,
+            settled_by=None,
+            stop_requested=False,
+            stop_reason="",
+            stop_requested_at=None,
+            stop_deadline=None,
+            admitted_at=0,
+            settled_at=None,
+            lease_expires_at=0,
+            error="",
+            traceparent="00-t2-trace",
+            queued_at=waiting.queued_at,
+        )
+        assert got.waited is None, "still waiting"
+        assert [view.turn_id for view in await s.history.list_turns(KEY, None, 10)] == ["t1"]
+
+
+async def test_turns_that_left_the_queue_are_answered_with_how_long_they_waited_recorded_or_not() -> None:
+    """t2 is promoted when t1 completes, t3 is cancelled by a Stop while it waits, t4 expires."""
+    s = Session()
+    first = await s.admit("t1")
+    for turn_id, wait in (("t2", 60 * SECOND), ("t3", 60 * SECOND), ("t4", 10 * SECOND)):
+        s.store.clock.advance(SECOND)
+        await s.store.apply(KEY, enqueue(turn_id, wait=wait))
+    queued_at = {q.turn_id: q.queued_at for q in (await s.store.load(KEY)).queue}
+    s.store.clock.advance(2 * SECOND)
+    await s.store.apply(KEY, complete(first))
+    s.store.clock.advance(SECOND)
+    await s.store.apply(KEY, cancel("t3"))
+    s.store.clock.advance(7 * SECOND)  # t4's expiry: it was queued 10 s ago
+    await s.store.apply(KEY, Expire())
+
+    unrecorded = {turn_id: await s.history.get_turn(KEY, turn_id) for turn_id in ("t2", "t3", "t4")}
+    await s.project()
+    recorded = {turn_id: await s.history.get_turn(KEY, turn_id) for turn_id in ("t2", "t3", "t4")}
+
+    assert unrecorded == recorded
+    promoted, cancelled, expired = (recorded[turn_id] for turn_id in ("t2", "t3", "t4"))
+    assert promoted is not None
+    assert (promoted.phase, promoted.queued_at, promoted.waited) == (
+        TurnPhase.RUNNING,
+        queued_at["t2"],
+        4 * SECOND,
+    )
+    assert cancelled is not None
+    assert (cancelled.outcome, cancelled.settled_by, cancelled.admitted_at, cancelled.waited) == (
+        TurnOutcome.CANCELLED,
+        SettledBy.GATEWAY,
+        0,
+        4 * SECOND,
+    )
+    assert expired is not None
+    assert (expired.outcome, expired.settled_by, expired.admitted_at, expired.waited) == (
+        TurnOutcome.EXPIRED,
+        SettledBy.WATCHDOG,
+        0,
+        10 * SECOND,
+    )
+    listed = await s.history.list_turns(KEY, None, 10)
+    assert [view.turn_id for view in listed] == ["t4", "t3", "t2", "t1"], "by the generation each took"

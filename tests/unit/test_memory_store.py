@@ -24,7 +24,7 @@ from turngate.service.core import (
 )
 from turngate.service.ports.store import Applied, Store, StoreContention, StoreUnavailable
 
-from .helpers import LEASE_TTL, SECOND, T0, Lease, admit, cancel, complete, heartbeat, tool_call
+from .helpers import LEASE_TTL, SECOND, T0, Lease, admit, cancel, complete, enqueue, heartbeat, tool_call
 from .memory_store import FakeClock, MemoryStore
 
 KEY = SessionKey("p1", "s1")
@@ -234,6 +234,7 @@ async def test_a_store_that_is_down_or_closed_raises_store_unavailable_and_keeps
         store.next_deadline,
         lambda: store.due(0, 10),
         lambda: store.active("p1", None, 10),
+        lambda: store.count_active_in_project("p1", 10),
         store.count_active,
     ]
     store.data.down = True
@@ -311,3 +312,17 @@ async def test_a_cancelled_callers_attempt_that_then_fails_is_consumed_never_lef
     [consumed] = [r for r in caplog.records if r.name == "turngate.service.store.cas"]
     assert (consumed.levelno, "caller was cancelled" in consumed.getMessage()) == (logging.DEBUG, True)
     assert store.data.rows == {}
+
+
+async def test_a_session_whose_queue_alone_waits_is_listed_but_not_counted_among_active_ones() -> None:
+    store = MemoryStore()
+    paused = SessionKey("ops", "paused")
+    lease = await admitted(store, paused)
+    await store.apply(paused, enqueue("t2"))
+    await store.apply(paused, complete(lease, TurnOutcome.FAILED))  # idle, its queue paused
+    await admitted(store, SessionKey("ops", "running"))
+
+    assert [key.session_id for key, _ in await store.active("ops", None, 10)] == ["running", "paused"]
+    assert await store.count_active() == 1
+    assert await store.count_active_in_project("ops", 10) == 1
+    assert await store.count_active_in_project("ops", 0) == 0

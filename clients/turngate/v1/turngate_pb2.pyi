@@ -2128,7 +2128,7 @@ Global___ListTurnsResponse: _TypeAlias = ListTurnsResponse  # noqa: Y015
 
 @_typing.final
 class ListActiveSessionsRequest(_message.Message):
-    """Lists a project's sessions with an active turn."""
+    """Lists a project's sessions with an active turn or a waiting queue."""
 
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -501,7 +501,8 @@ class SessionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetTurn(self, request, context):
-        """One turn with its tool calls and interactions. NOT_FOUND if it was never admitted.
+        """One turn with its tool calls and interactions; a turn still waiting in the queue has phase
+        QUEUED. NOT_FOUND if it was never admitted nor queued.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -515,8 +516,9 @@ class SessionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListActiveSessions(self, request, context):
-        """The project's sessions that have an active turn, the one whose deadline (lease expiry, or
-        stop deadline when sooner) comes first first, paged: what an operator looks at first.
+        """The project's sessions that have an active turn or turns waiting in their queue, the one
+        whose deadline (lease expiry, stop deadline or a queued turn's expiry, whichever is sooner)
+        comes first first, paged: what an operator looks at first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -196,12 +196,15 @@ class SessionServiceStub:
     GetSession: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.GetSessionRequest, _turngate_pb2.GetSessionResponse]
     """The session's current state."""
     GetTurn: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.GetTurnRequest, _turngate_pb2.GetTurnResponse]
-    """One turn with its tool calls and interactions. NOT_FOUND if it was never admitted."""
+    """One turn with its tool calls and interactions; a turn still waiting in the queue has phase
+    QUEUED. NOT_FOUND if it was never admitted nor queued.
+    """
     ListTurns: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ListTurnsRequest, _turngate_pb2.ListTurnsResponse]
     """The session's turns, newest first, paged."""
     ListActiveSessions: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ListActiveSessionsRequest, _turngate_pb2.ListActiveSessionsResponse]
-    """The project's sessions that have an active turn, the one whose deadline (lease expiry, or
-    stop deadline when sooner) comes first first, paged: what an operator looks at first.
+    """The project's sessions that have an active turn or turns waiting in their queue, the one
+    whose deadline (lease expiry, stop deadline or a queued turn's expiry, whichever is sooner)
+    comes first first, paged: what an operator looks at first.
     """
 
 @_typing.type_check_only
@@ -216,12 +219,15 @@ class SessionServiceAsyncStub(SessionServiceStub):
     GetSession: _aio.UnaryUnaryMultiCallable[_turngate_pb2.GetSessionRequest, _turngate_pb2.GetSessionResponse]  # type: ignore[assignment]
     """The session's current state."""
     GetTurn: _aio.UnaryUnaryMultiCallable[_turngate_pb2.GetTurnRequest, _turngate_pb2.GetTurnResponse]  # type: ignore[assignment]
-    """One turn with its tool calls and interactions. NOT_FOUND if it was never admitted."""
+    """One turn with its tool calls and interactions; a turn still waiting in the queue has phase
+    QUEUED. NOT_FOUND if it was never admitted nor queued.
+    """
     ListTurns: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ListTurnsRequest, _turngate_pb2.ListTurnsResponse]  # type: ignore[assignment]
     """The session's turns, newest first, paged."""
     ListActiveSessions: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ListActiveSessionsRequest, _turngate_pb2.ListActiveSessionsResponse]  # type: ignore[assignment]
-    """The project's sessions that have an active turn, the one whose deadline (lease expiry, or
-    stop deadline when sooner) comes first first, paged: what an operator looks at first.
+    """The project's sessions that have an active turn or turns waiting in their queue, the one
+    whose deadline (lease expiry, stop deadline or a queued turn's expiry, whichever is sooner)
+    comes first first, paged: what an operator looks at first.
     """
 
 class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -251,7 +257,9 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _turngate_pb2.GetTurnRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_turngate_pb2.GetTurnResponse, _abc.Awaitable[_turngate_pb2.GetTurnResponse]]:
-        """One turn with its tool calls and interactions. NOT_FOUND if it was never admitted."""
+        """One turn with its tool calls and interactions; a turn still waiting in the queue has phase
+        QUEUED. NOT_FOUND if it was never admitted nor queued.
+        """
 
     @_abc_1.abstractmethod
     def ListTurns(
@@ -267,8 +275,9 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _turngate_pb2.ListActiveSessionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_turngate_pb2.ListActiveSessionsResponse, _abc.Awaitable[_turngate_pb2.ListActiveSessionsResponse]]:
-        """The project's sessions that have an active turn, the one whose deadline (lease expiry, or
-        stop deadline when sooner) comes first first, paged: what an operator looks at first.
+        """The project's sessions that have an active turn or turns waiting in their queue, the one
+        whose deadline (lease expiry, stop deadline or a queued turn's expiry, whichever is sooner)
+        comes first first, paged: what an operator looks at first.
         """
 
 def add_SessionServiceServicer_to_server(servicer: SessionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -5,8 +5,9 @@ In redis mode the projector copies the session logs into the ledger after the fa
 the events it lacks are still in the session's log (the store trims only what the ledger holds),
 and `replay` applies them as the ledger will. While the ledger is down, the turns whose whole
 history the log still keeps are answered from the log alone; any other is UNAVAILABLE (never a
-turn with less than it had). The document adds the one thing no event carries: the active
-turn's lease, which heartbeats extend.
+turn with less than it had). The document adds what no event carries: the active turn's lease,
+which heartbeats extend, and the turns waiting in the queue (GetTurn answers one as QUEUED; they
+have no place in ListTurns until they leave the queue: docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, replace
 from turngate.service import core
 from turngate.service.core import SessionKey, TurnPhase
 from turngate.service.ledger.replay import replay
-from turngate.service.ports.history import TurnHistory, TurnView
+from turngate.service.ports.history import TurnHistory, TurnView, turn_view
 from turngate.service.ports.store import Store, StoreUnavailable
 
 # Events read per round trip when the log alone answers.
@@ -29,8 +30,11 @@ class LiveHistory:
         self._store = store
 
     async def get_turn(self, key: SessionKey, turn_id: str) -> TurnView | None:
-        """The turn's latest generation, with its tool calls and interactions."""
+        """The turn's latest generation, with its tool calls and interactions; a turn waiting in
+        the queue as the document has it (newer than any earlier turn of the same id)."""
         live = await self._store.unrecorded(key)
+        if (waiting := live.state.queued(turn_id)) is not None:
+            return turn_view(waiting[1])
         try:
             recorded = await self._ledger.get_turn(key, turn_id)
         except StoreUnavailable:

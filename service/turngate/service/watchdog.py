@@ -1,9 +1,11 @@
 """The watchdog: sleeps until the earliest deadline, then applies Expire to every session due.
 
 It decides nothing: Expire asks the core, which settles whatever the store's clock says is due
-(LOST on lease expiry, CANCELLED on stop-grace expiry). Many replicas may sweep at once; the
-store's compare-and-set makes each settlement happen exactly once. A commit that sets an
-earlier deadline wakes it; `max_sleep` bounds how late it notices deadlines set elsewhere.
+(LOST on lease expiry, CANCELLED on stop-grace expiry, EXPIRED for a queued turn past its wait,
+and what follows in the same write: the queue's head promoted, or the queue paused). Many
+replicas may sweep at once; the store's compare-and-set makes each settlement happen exactly
+once. A commit that sets an earlier deadline wakes it; `max_sleep` bounds how late it notices
+deadlines set elsewhere.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class Watchdog:
         """Applies Expire to `key`: whether that settled a turn."""
         with traces.settling(key) as span:
             decision = await self._store.apply(key, Expire())
-            traces.settled(span, decision)
+            traces.turns_moved(span, decision)
         return isinstance(decision.reply, Swept) and decision.reply.settled
 
     async def run(self) -> None:

@@ -33,9 +33,8 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
         return convert.admitted(key, reply)
 
     async def _active_in_project(self, key: SessionKey, command: core.Admit) -> int:
-        """How many of the project's sessions have an active turn, counted up to the bound."""
-        found = await self._store.active(key.project_id, None, command.max_active_in_project)
-        return len(found)
+        """How many of the project's sessions a turn holds, counted up to the bound."""
+        return await self._store.count_active_in_project(key.project_id, command.max_active_in_project)
 
     @guarded
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Context) -> pb.HeartbeatResponse:

@@ -83,7 +83,9 @@ def turn_record(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
         admitted_at=timestamp(view.admitted_at or None),
         settled_at=timestamp(view.settled_at),
         error=view.error,
-        lease_expires_at=None if view.settled_at else timestamp(view.lease_expires_at),
+        lease_expires_at=timestamp(view.lease_expires_at)
+        if view.admitted_at and not view.settled_at
+        else None,
         stop_reason=view.stop_reason,
         stop_deadline=None if view.settled_at else timestamp(view.stop_deadline),
         queued_at=timestamp(view.queued_at),

@@ -97,6 +97,13 @@ class Session:
         return next(((i + 1, q) for i, q in enumerate(self.queue) if q.turn_id == turn_id), None)
 
     @property
+    def turn_active(self) -> bool:
+        """Whether a turn holds the session (running or stopping). Only such a session counts
+        among its project's active sessions (`max_active_in_project`, the active-turns gauge):
+        turns waiting in the queue hold no lease and take no slot."""
+        return self.active is not None
+
+    @property
     def head(self) -> int:
         """The seq of the last event written (0 before any)."""
         return self.next_seq - 1

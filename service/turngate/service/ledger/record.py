@@ -8,7 +8,9 @@ leaves its open state once and never returns to it.
 Writes of one kind go as one executemany, the kinds in the order admit, stop, tool call,
 interaction, settle. That keeps each row's writes in seq order, so the rows are those recording
 event by event would give: a turn is admitted, then stopped, then settled; every tool call and
-interaction has a row of its own, written only by its own kind, in seq order.
+interaction has a row of its own, written only by its own kind, in seq order. An executemany
+takes its columns from its first row, so every row of one kind names the same columns (a turn
+inserted as it leaves the queue and one admitted share the admit statement: `_turn_row`).
 """
 
 from __future__ import annotations
@@ -151,6 +153,11 @@ def _child_key(key: SessionKey, generation: int) -> _Row:
     return {"project_id": key.project_id, "session_id": key.session_id, "generation": generation}
 
 
+def _turn_row(key: SessionKey, generation: int, **columns: Any) -> _Row:
+    """A `turns` row the admit statement inserts: every column, those not given NULL."""
+    return {column.name: None for column in turns.columns} | _child_key(key, generation) | columns
+
+
 def _event_row(key: SessionKey, event: Event) -> _Row:
     return {
         "project_id": key.project_id,
@@ -164,12 +171,6 @@ def _event_row(key: SessionKey, event: Event) -> _Row:
     }
 
 
-# The settlement columns of an admitted turn's row, NULL until it settles. Every ADMIT row names
-# the same columns: the rows of one kind go as one executemany, whose statement takes its columns
-# from its first row (a turn that left the queue is admitted settled, in the same batch as others).
-_NOT_SETTLED: _Row = {"outcome": None, "settled_by": None, "settled_at": None}
-
-
 def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
     """The kind of write and the row recording `event`; None for what the turns do not record: a
     Stop of a turn that never started, a turn joining the queue (it has no row until it leaves it),
@@ -177,38 +178,39 @@ def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
     memory.)"""
     match event.body:
         case TurnAdmitted() as body:
-            return Write.ADMIT, {
-                **_child_key(key, body.generation),
-                "turn_id": body.turn_id,
-                "runner_id": body.runner_id,
-                "phase": TurnPhase.RUNNING,
-                **_NOT_SETTLED,
-                "stop_requested": False,
-                "stop_reason": "",
-                "admitted_at": body.admitted_at,
-                "lease_expires_at": body.lease_expires_at,
-                "error": "",
-                "traceparent": body.traceparent,
-                "queued_at": body.admitted_at - body.waited if body.from_queue else None,
-            }
+            return Write.ADMIT, _turn_row(
+                key,
+                body.generation,
+                turn_id=body.turn_id,
+                runner_id=body.runner_id,
+                phase=TurnPhase.RUNNING,
+                stop_requested=False,
+                stop_reason="",
+                admitted_at=body.admitted_at,
+                lease_expires_at=body.lease_expires_at,
+                error="",
+                traceparent=body.traceparent,
+                queued_at=body.admitted_at - body.waited if body.from_queue else None,
+            )
         case TurnDequeued() as body:  # never ran: its row is written whole, settled, as it leaves
             expired = body.outcome is TurnOutcome.EXPIRED
-            return Write.ADMIT, {
-                **_child_key(key, body.generation),
-                "turn_id": body.turn_id,
-                "runner_id": body.runner_id,
-                "phase": TurnPhase.SETTLED,
-                "outcome": body.outcome,
-                "settled_by": SettledBy.WATCHDOG if expired else SettledBy.GATEWAY,
-                "settled_at": event.time,
-                "stop_requested": not expired,
-                "stop_reason": body.reason,
-                "admitted_at": 0,
-                "lease_expires_at": event.time,
-                "error": "",
-                "traceparent": "",
-                "queued_at": body.queued_at,
-            }
+            return Write.ADMIT, _turn_row(
+                key,
+                body.generation,
+                turn_id=body.turn_id,
+                runner_id=body.runner_id,
+                phase=TurnPhase.SETTLED,
+                outcome=body.outcome,
+                settled_by=SettledBy.WATCHDOG if expired else SettledBy.GATEWAY,
+                settled_at=event.time,
+                stop_requested=not expired,
+                stop_reason=body.reason,
+                admitted_at=0,
+                lease_expires_at=event.time,
+                error="",
+                traceparent="",
+                queued_at=body.queued_at,
+            )
         case TurnQueued() | QueuePaused() | QueueResumed():
             return None
         case StopRequested(before_start=True):

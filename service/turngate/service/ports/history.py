@@ -10,6 +10,7 @@ from turngate.service.core import (
     ActiveTurn,
     Interaction,
     InteractionStatus,
+    QueuedTurn,
     SessionKey,
     SettledBy,
     SettledTurn,
@@ -44,7 +45,8 @@ class InteractionView:
 class TurnView:
     """One turn as the ledger recorded it; `lease_expires_at` is the lease given at admission.
     `queued_at` is when it joined the queue (None: it never waited); a turn that left the queue
-    without running has `admitted_at` 0."""
+    without running has `admitted_at` 0, and one still waiting in it (phase QUEUED, from the
+    session document) also has generation 0 and no lease (`lease_expires_at` 0)."""
 
     turn_id: str
     runner_id: str
@@ -84,10 +86,29 @@ class TurnHistory(Protocol):
         ...
 
 
-def turn_view(turn: ActiveTurn | SettledTurn, recorded: TurnView | None = None) -> TurnView:
+def turn_view(turn: ActiveTurn | SettledTurn | QueuedTurn, recorded: TurnView | None = None) -> TurnView:
     """A turn as the session document has it. Error texts and resolutions live only in the
     ledger: an active turn's come from `recorded`, its ledger row, if there is one."""
     match turn:
+        case QueuedTurn():
+            return TurnView(
+                turn_id=turn.turn_id,
+                runner_id=turn.runner_id,
+                generation=0,
+                phase=TurnPhase.QUEUED,
+                outcome=None,
+                settled_by=None,
+                stop_requested=False,
+                stop_reason="",
+                stop_requested_at=None,
+                stop_deadline=None,
+                admitted_at=0,
+                settled_at=None,
+                lease_expires_at=0,
+                error="",
+                traceparent=turn.traceparent,
+                queued_at=turn.queued_at,
+            )
         case SettledTurn():
             return TurnView(
                 turn_id=turn.turn_id,

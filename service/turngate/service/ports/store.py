@@ -82,8 +82,14 @@ class Store(Protocol):
     async def active(
         self, project_id: str, after: tuple[int, str] | None, limit: int
     ) -> list[tuple[SessionKey, int]]:
-        """Up to `limit` of the project's sessions with an active turn and their deadlines, ordered
-        by (deadline, session_id), after `after` (a previous page's last pair)."""
+        """Up to `limit` of the project's sessions that have a deadline (an active turn, or turns
+        waiting in the queue) and their deadlines, ordered by (deadline, session_id), after `after`
+        (a previous page's last pair)."""
+        ...
+
+    async def count_active_in_project(self, project_id: str, bound: int) -> int:
+        """How many of the project's sessions a turn holds (`Session.turn_active`), counted up to
+        `bound`."""
         ...
 
     async def ping(self) -> None:
@@ -99,7 +105,7 @@ class Store(Protocol):
         ...
 
     async def count_active(self) -> int:
-        """How many sessions, of every project, have an active turn."""
+        """How many sessions, of every project, a turn holds (`Session.turn_active`)."""
         ...
 
     async def close(self) -> None: ...

@@ -41,10 +41,14 @@ sessions = Table(
     *_key(),
     Column("version", BigInteger, nullable=False),
     Column("doc", Text, nullable=False),
+    # The document's next deadline: its active turn's or a queued turn's (NULL: none).
     Column("deadline_at", BigInteger, nullable=True),
     Column("updated_at", BigInteger, nullable=False),
+    # Whether a turn holds the session (Session.turn_active): what the active counts count.
+    Column("turn_active", Boolean, nullable=False),
     Index(None, "deadline_at"),
     Index(None, "project_id", "deadline_at", "session_id"),
+    Index(None, "turn_active", "project_id"),
 )
 
 # An event is named by its session, the epoch of the log it was written to and its seq: a Redis

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, and_, bindparam, cast, func, select, tuple_
+from sqlalchemy import BigInteger, ColumnElement, Select, and_, bindparam, cast, func, select, true, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
@@ -130,6 +130,7 @@ class SqlStore(CompareAndSetStore):
         values = {
             "doc": dump_session(decision.state).decode(),
             "deadline_at": decision.state.deadline(),
+            "turn_active": decision.state.turn_active,
             "updated_at": now,
         }
         if version is None:
@@ -263,8 +264,21 @@ class SqlStore(CompareAndSetStore):
                 rows = await conn.execute(query)
         return [(SessionKey(project_id, row.session_id), row.deadline_at) for row in rows]
 
+    async def count_active_in_project(self, project_id: str, bound: int) -> int:
+        held = (
+            select(sessions.c.session_id)
+            .where(sessions.c.turn_active == true(), sessions.c.project_id == project_id)
+            .limit(bound)
+            .subquery()
+        )
+        return await self._count(select(func.count()).select_from(held))
+
     async def count_active(self) -> int:
-        query = select(func.count()).select_from(sessions).where(sessions.c.deadline_at.is_not(None))
+        return await self._count(
+            select(func.count()).select_from(sessions).where(sessions.c.turn_active == true())
+        )
+
+    async def _count(self, query: Select[int]) -> int:
         with unavailable_on_failure():
             async with self._engine.connect() as conn:
                 return (await conn.execute(query)).scalar_one()

@@ -35,6 +35,8 @@ from turngate.service.core import (
     Idle,
     Mismatch,
     Queued,
+    QueuePaused,
+    QueueResumed,
     RecordInteraction,
     RecordToolCall,
     Refusal,
@@ -43,6 +45,10 @@ from turngate.service.core import (
     ResumeQueue,
     SessionKey,
     SettledTurn,
+    TurnAdmitted,
+    TurnDequeued,
+    TurnOutcome,
+    TurnQueued,
     TurnSettled,
 )
 from turngate.service.ports.store import Applied, StoreUnavailable
@@ -52,6 +58,10 @@ SAMPLE_INTERVAL_S = 1.0
 _US = 1_000_000
 # Histogram buckets in seconds: stops settle within the stop grace (30 s by default), leases last 20 s.
 _SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 300.0)
+# Queued turns wait for the turns ahead of them, up to max_queue_wait (10 min by default, 1 h at most).
+_WAIT_SECONDS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+# Queue depths: at most max_queue_depth (16 by default, 256 at most).
+_DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +147,33 @@ class Metrics:
             "What was left of a live turn's lease when its heartbeat came",
             explicit_bucket_boundaries_advisory=_SECONDS,
         )
+        self._queue_depth = meter.create_histogram(
+            "turngate.queue.depth",
+            "{turn}",
+            "The turns waiting in a session's queue once a turn has joined it, that turn included",
+            explicit_bucket_boundaries_advisory=_DEPTHS,
+        )
+        self._queue_wait = meter.create_histogram(
+            "turngate.queue.wait",
+            "s",
+            "How long a turn waited in the queue: until admitted, or until it left it otherwise",
+            explicit_bucket_boundaries_advisory=_WAIT_SECONDS,
+        )
+        self._promotions = meter.create_counter(
+            "turngate.queue.promotions", "{turn}", "Turns admitted from the queue"
+        )
+        self._pauses = meter.create_counter(
+            "turngate.queue.pauses",
+            "{pause}",
+            "Queues paused, by the outcome of the turn whose end paused them",
+        )
+        self._resumes = meter.create_counter("turngate.queue.resumes", "{resume}", "Paused queues resumed")
+        self._expiries = meter.create_counter(
+            "turngate.queue.expiries", "{turn}", "Queued turns that waited past their max_queue_wait"
+        )
+        self._clears = meter.create_counter(
+            "turngate.queue.clears", "{clear}", "Stops whose CLEAR cancelled the turns waiting in the queue"
+        )
         meter.create_observable_gauge(
             "turngate.turns.active",
             [self._callback(lambda sampler: sampler.active_turns)],
@@ -215,6 +252,31 @@ class Metrics:
         for event in applied.decision.events:
             if isinstance(event.body, TurnSettled):
                 self._settled(applied, event.body.turn)
+        self._queue(applied)
+
+    def _queue(self, applied: Applied) -> None:
+        """What the decision did to the session's queue (docs/design.md §7)."""
+        cleared = False
+        for event in applied.decision.events:
+            match event.body:
+                case TurnQueued():
+                    assert isinstance(applied.command, Admit)
+                    depth = len(applied.decision.state.queue)
+                    self._queue_depth.record(depth, prefixed({"mode": applied.command.mode.name}))
+                case TurnAdmitted(from_queue=True) as body:
+                    self._promotions.add(1)
+                    self._queue_wait.record(body.waited / _US, _left_queue("admitted"))
+                case TurnDequeued() as body:
+                    self._queue_wait.record((event.time - body.queued_at) / _US, _left_queue(_dequeued(body)))
+                    if body.outcome is TurnOutcome.EXPIRED:
+                        self._expiries.add(1)
+                    cleared = cleared or body.cleared
+                case QueuePaused() as body:
+                    self._pauses.add(1, prefixed({"outcome": body.outcome.name}))
+                case QueueResumed():
+                    self._resumes.add(1)
+        if cleared:
+            self._clears.add(1)
 
     def _settled(self, applied: Applied, turn: SettledTurn) -> None:
         attributes = prefixed({"outcome": turn.outcome.name, "settled_by": turn.settled_by.name})
@@ -235,6 +297,17 @@ def _admission(reply: Reply) -> Fields:
     if reply.replayed:
         return prefixed({"result": "replayed"})
     return prefixed({"result": "admitted" if isinstance(reply, Admitted) else "queued"})
+
+
+def _left_queue(result: str) -> Fields:
+    return prefixed({"result": result})
+
+
+def _dequeued(body: TurnDequeued) -> str:
+    """How a queued turn left the queue without running."""
+    if body.outcome is TurnOutcome.EXPIRED:
+        return "expired"
+    return "cleared" if body.cleared else "cancelled"
 
 
 def _cancel(reply: Reply) -> Fields:

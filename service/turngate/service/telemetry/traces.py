@@ -10,7 +10,9 @@ a null context holding the invalid span, so the hot path does no span work at al
 
 A span whose apply settled a turn describes that turn and links to the span context that
 admitted it (the traceparent stored with the turn), so a turn settled after its runner died, or
-by a Stop, still leads back to the runner's trace.
+by a Stop, still leads back to the runner's trace. A span whose apply promoted a turn from the
+queue names it and links to the span context that queued it (kept while it waited), so the
+runner's trace leads on to the write that started its turn.
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ from turngate.service.core import (
     Decision,
     Expire,
     Heartbeat,
+    Queued,
     RecordInteraction,
     RecordToolCall,
     Refusal,
     ResolveInteraction,
     ResumeQueue,
     SessionKey,
+    TurnAdmitted,
     TurnSettled,
 )
 from turngate.service.ports.store import Applied
@@ -56,6 +60,9 @@ CHANGED = PREFIX + "changed"
 REFUSAL = PREFIX + "refusal"
 GENERATION = PREFIX + "generation"
 TRACE_ID = PREFIX + "trace_id"
+POSITION = PREFIX + "position"
+PROMOTED_TURN_ID = PREFIX + "promoted_turn_id"
+PROMOTED_GENERATION = PREFIX + "promoted_generation"
 # A server span is an error for these codes only (OpenTelemetry's semantic conventions for gRPC).
 _SERVER_ERRORS = frozenset(
     {
@@ -101,7 +108,8 @@ def applying(key: SessionKey, command: Command) -> AbstractContextManager[Span]:
 
 
 def applied(span: Span, done: Applied, *, attempts: int) -> None:
-    """What the apply decided: its refusal, the generation it admitted, the turn it settled."""
+    """What the apply decided: its refusal, the generation it admitted or the queue position it
+    gave, the turns it settled and promoted."""
     if not span.is_recording():
         return
     span.set_attribute(ATTEMPTS, attempts)
@@ -110,7 +118,9 @@ def applied(span: Span, done: Applied, *, attempts: int) -> None:
         span.set_attribute(REFUSAL, reply.reason.name)
     elif isinstance(reply, Admitted):
         span.set_attribute(GENERATION, reply.generation)
-    settled(span, done.decision)
+    elif isinstance(reply, Queued):
+        span.set_attribute(POSITION, reply.position)
+    turns_moved(span, done.decision)
 
 
 def deciding(command: Command) -> AbstractContextManager[Span]:
@@ -135,22 +145,31 @@ def settling(key: SessionKey) -> AbstractContextManager[Span]:
     )
 
 
-def settled(span: Span, decision: Decision) -> None:
+def turns_moved(span: Span, decision: Decision) -> None:
     """If `decision` settled a turn: the turn, its outcome, who settled it, its trace id, and a
-    link to the span context that admitted it."""
+    link to the span context that admitted it. If it promoted a turn from the queue: that turn,
+    its generation, and a link to the span context that queued it (naming the turn)."""
     if not span.is_recording():
         return
     for event in decision.events:
-        if isinstance(event.body, TurnSettled):
-            span.set_attributes(prefixed(event_fields(event)))
-            admitting = _admitting_context(event.body.traceparent)
-            if admitting is not None:
-                span.set_attribute(TRACE_ID, trace.format_trace_id(admitting.trace_id))
-                span.add_link(admitting)
+        match event.body:
+            case TurnSettled() as body:
+                span.set_attributes(prefixed(event_fields(event)))
+                admitting = _admitting_context(body.traceparent)
+                if admitting is not None:
+                    span.set_attribute(TRACE_ID, trace.format_trace_id(admitting.trace_id))
+                    span.add_link(admitting)
+            case TurnAdmitted(from_queue=True) as body:
+                span.set_attribute(PROMOTED_TURN_ID, body.turn_id)
+                span.set_attribute(PROMOTED_GENERATION, body.generation)
+                queuing = _admitting_context(body.traceparent)
+                if queuing is not None:
+                    span.add_link(queuing, prefixed({"turn_id": body.turn_id, "generation": body.generation}))
 
 
 def _admitting_context(traceparent: str) -> SpanContext | None:
-    """The span context of a W3C traceparent (the one stored with a turn); None if there is none."""
+    """The span context of a W3C traceparent (the one stored with a turn, or with a queued turn);
+    None if there is none."""
     carrier = {"traceparent": traceparent}
     context = trace.get_current_span(_TRACE_CONTEXT.extract(carrier)).get_span_context()
     return context if context.is_valid else None

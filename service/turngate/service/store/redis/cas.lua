@@ -5,13 +5,15 @@
 -- it could not write (a read-only replica, out of memory), also when it would only confirm (the
 -- health probe).
 --
--- KEYS: 1 doc hash, 2 session log stream, 3 bucket deadlines zset, 4 bucket outbox stream
+-- KEYS: 1 doc hash, 2 session log stream, 3 bucket deadlines zset, 4 bucket outbox stream,
+--       5 bucket zset of the sessions in 3 that a turn holds
 -- ARGV: 1 version the decision read, 2 the epoch of the decision's document (written with every
 --       log and outbox entry), 3 the decision's `now` (µs), 4 how far behind TIME and 5 how far
 --       ahead of TIME that `now` may be (µs), 6 and 7 the instants between which the decision
 --       holds (µs, from 6 inclusive to 7 exclusive; "" for unbounded), 8 new document ("" when
---       the decision changed nothing: confirm only), 9 deadline (µs, or "" for none), 10 session
---       member, 11 events to retain, 12 number of events N, then N triples: seq, time, event body
+--       the decision changed nothing: confirm only), 9 deadline (µs, or "" for none), 10 "1" if
+--       the session belongs in KEYS[5] ("" if not), 11 session member, 12 events to retain,
+--       13 number of events N, then N triples: seq, time, event body
 -- Returns {1, seconds, µs} (TIME) when confirmed or written, or {0, seconds, µs, version, document}
 -- when the version or the epoch changed or the decision's clock was off (nothing written).
 local time = redis.call('TIME')
@@ -41,27 +43,32 @@ end
 
 -- The log first: a failing script is not rolled back, and the first XADD is the one command here
 -- that can fail on the store's own keys (an id at or below the log's last), so nothing precedes it.
-local count = tonumber(ARGV[12])
+local count = tonumber(ARGV[13])
 local last = 0
 for i = 0, count - 1 do
-  local base = 13 + i * 3
+  local base = 14 + i * 3
   last = tonumber(ARGV[base])
   redis.call('XADD', KEYS[2], ARGV[base] .. '-0', 't', ARGV[base + 1], 'e', ARGV[base + 2], 'epoch', ARGV[2])
 end
 redis.call('HSET', KEYS[1], 'v', version + 1, 'doc', ARGV[8])
 if count > 0 then
-  redis.call('XADD', KEYS[4], '*', 'k', ARGV[10], 's', last, 'epoch', ARGV[2])
+  redis.call('XADD', KEYS[4], '*', 'k', ARGV[11], 's', last, 'epoch', ARGV[2])
   -- Keep what watchers may resume from, and everything the ledger has not recorded yet.
   local projected = tonumber(redis.call('HGET', KEYS[1], 'ledger') or '0')
-  local keep_from = math.min(last - tonumber(ARGV[11]), projected) + 1
+  local keep_from = math.min(last - tonumber(ARGV[12]), projected) + 1
   if keep_from > 1 then
     redis.call('XTRIM', KEYS[2], 'MINID', keep_from .. '-0')
   end
 end
 
 if ARGV[9] == '' then
-  redis.call('ZREM', KEYS[3], ARGV[10])
+  redis.call('ZREM', KEYS[3], ARGV[11])
 else
-  redis.call('ZADD', KEYS[3], ARGV[9], ARGV[10])
+  redis.call('ZADD', KEYS[3], ARGV[9], ARGV[11])
+end
+if ARGV[10] == '' then
+  redis.call('ZREM', KEYS[5], ARGV[11])
+else
+  redis.call('ZADD', KEYS[5], ARGV[9], ARGV[11])
 end
 return {1, time[1], time[2]}

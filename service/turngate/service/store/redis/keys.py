@@ -6,7 +6,10 @@ Per session (`member` = `project/session`; ids cannot contain `/`):
   `<prefix>:{b}:log:<member>`   stream of the session's events, entry id `<seq>-0`, fields `t` time,
                                 `e` event, `epoch` the document's epoch
 Per bucket:
-  `<prefix>:{b}:deadlines`      sorted set: member → next deadline (µs)
+  `<prefix>:{b}:deadlines`      sorted set: member → next deadline (µs): an active turn's or a
+                                queued turn's expiry
+  `<prefix>:{b}:active`         sorted set: the members of `deadlines` that a turn holds
+                                (`Session.turn_active`), with the same score
   `<prefix>:{b}:outbox`         stream, one entry per commit: `k` member, `s` last seq written,
                                 `epoch` the epoch of the log that seq is in
   `<prefix>:{b}:replicated`     string, written only with redis_wait_replicas: see store.py
@@ -85,6 +88,9 @@ class Keyspace:
 
     def deadlines(self, bucket: int) -> str:
         return f"{self._tag(bucket)}:deadlines"
+
+    def active(self, bucket: int) -> str:
+        return f"{self._tag(bucket)}:active"
 
     def outbox(self, bucket: int) -> str:
         return f"{self._tag(bucket)}:outbox"

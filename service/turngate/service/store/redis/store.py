@@ -261,13 +261,15 @@ class RedisStore(CompareAndSetStore):
             node.release(connection)
 
     def _change(self, key: SessionKey, decision: Decision) -> list[str | int | bytes]:
-        """The script's arguments after the clock window: the new document, its deadline and events."""
+        """The script's arguments after the clock window: the new document, its deadline, whether a
+        turn holds it, and its events."""
         if not decision.changed:
             return [""]
         deadline = decision.state.deadline()
         args: list[str | int | bytes] = [
             dump_session(decision.state),
             "" if deadline is None else deadline,
+            "1" if decision.state.turn_active else "",
             member(key),
             self._retention,
             len(decision.events),
@@ -278,7 +280,13 @@ class RedisStore(CompareAndSetStore):
 
     def _keys_of(self, key: SessionKey) -> list[str]:
         bucket = self.keys.bucket(key)
-        return [self.keys.doc(key), self.keys.log(key), self.keys.deadlines(bucket), self.keys.outbox(bucket)]
+        return [
+            self.keys.doc(key),
+            self.keys.log(key),
+            self.keys.deadlines(bucket),
+            self.keys.outbox(bucket),
+            self.keys.active(bucket),
+        ]
 
     def _remember(self, key: SessionKey, version: int, state: Session) -> None:
         """Keeps the document last seen for `key` (even an older version: Redis may have lost
@@ -363,11 +371,23 @@ class RedisStore(CompareAndSetStore):
             if after is None or (deadline, session) > after
         ][:limit]
 
+    async def count_active_in_project(self, project_id: str, bound: int) -> int:
+        """Reads every bucket's sessions that a turn holds and counts the project's, as `active`."""
+        with unavailable_on_failure():
+            async with self.client.pipeline(transaction=False) as pipe:
+                for bucket in self.keys.all_buckets():
+                    pipe.zrange(self.keys.active(bucket), 0, -1)
+                per_bucket = await pipe.execute()
+        held = sum(
+            session_of(name.decode()).project_id == project_id for names in per_bucket for name in names
+        )
+        return min(held, bound)
+
     async def count_active(self) -> int:
         with unavailable_on_failure():
             async with self.client.pipeline(transaction=False) as pipe:
                 for bucket in self.keys.all_buckets():
-                    pipe.zcard(self.keys.deadlines(bucket))
+                    pipe.zcard(self.keys.active(bucket))
                 counts = await pipe.execute()
         return sum(int(count) for count in counts)
 
