@@ -39,7 +39,7 @@ class Admission:
     waited: float | None = None
 
 
-def request(
+def admit_request(
     connection: Connection,
     runner_id: str,
     session_id: str,

@@ -50,7 +50,7 @@ class Runner:
         `ActiveTurnMismatch`. Cancelled while it waits, the turn stays queued: it leaves at its
         expiry, or once promoted its unclaimed lease runs out (a gateway's Stop removes it at
         once)."""
-        request = admission.request(
+        request = admission.admit_request(
             self._connection,
             self.runner_id,
             session_id,
