@@ -18,6 +18,9 @@ USAGE_ERRORS = [
     (("turn", "show", "t1"), "the following arguments are required: --session"),
     (("watch", "chat", "--after", "x"), "argument --after: invalid int value: 'x'"),
     (("turn",), "turngate turn: error: the following arguments are required: COMMAND"),
+    (("queue",), "turngate queue: error: the following arguments are required: COMMAND"),
+    (("queue", "show"), "turngate queue show: error: the following arguments are required: SESSION"),
+    (("stop", "chat", "--queue", "drop"), "argument --queue: invalid choice: 'drop'"),
 ]
 
 

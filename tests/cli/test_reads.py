@@ -5,30 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from contextlib import AsyncExitStack
 
 import pytest
 
 from tests.cli.conftest import Turngate
+from tests.cli.output import fields, seconds, sections
 from tests.waiting import eventually
 from turngate.client import Client, Turn
-
-
-def fields(block: str) -> dict[str, str]:
-    """A block of `label  value` lines (a title line, without two spaces, is skipped)."""
-    pairs = (re.match(r"^\s*(\S.*?)\s{2,}(.*)$", line) for line in block.splitlines())
-    return {pair[1]: pair[2] for pair in pairs if pair}
-
-
-def sections(out: str) -> dict[str, dict[str, str]]:
-    """Blocks separated by blank lines, by their title line ('' for the first, untitled one)."""
-    first, *titled = out.split("\n\n")
-    return {"": fields(first)} | {block.split("\n", 1)[0]: fields(block) for block in titled}
-
-
-def seconds(text: str) -> float:
-    return float(text.removesuffix("s"))
 
 
 async def test_status_shows_the_stopping_turn_its_lease_and_stop_and_the_last_settled_turn(

@@ -15,21 +15,29 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2, status_pb2
 
 from turngate.client import (
+    ActiveTurnMismatch,
     AdmissionLimitExceeded,
     AdmissionRefused,
     ControlRefused,
     ErrorReason,
     InteractionNotPending,
     InvalidRequest,
+    LeftQueue,
     LimitExceeded,
     NotAuthenticated,
     NotFound,
     PermissionDenied,
+    QueuedTurnCancelled,
+    QueuedTurnCleared,
+    QueuedTurnExpired,
     Refused,
     ServiceUnavailable,
     SessionBusy,
+    SessionQueueFull,
+    SessionQueuePaused,
     TurnAlreadySettled,
     TurnCancelled,
+    TurnDequeued,
     TurngateError,
     TurnHeldByOtherPrincipal,
     TurnNotActive,
@@ -38,7 +46,7 @@ from turngate.client import (
     TurnPhase,
     WriteRefused,
 )
-from turngate.client.errors import from_rpc
+from turngate.client.errors import from_rpc, left_queue, unseen_departure
 from turngate.v1 import turngate_pb2 as pb
 
 AT = datetime(2026, 11, 29, 14, 56, 49, tzinfo=UTC)
@@ -126,6 +134,19 @@ def test_a_busy_session_is_an_admission_refusal_with_python_typed_fields() -> No
             (ControlRefused,),
         ),
         ("LIMIT_EXCEEDED", grpc.StatusCode.RESOURCE_EXHAUSTED, LimitExceeded, ()),
+        (
+            "SESSION_QUEUE_FULL",
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            SessionQueueFull,
+            (AdmissionRefused, AdmissionLimitExceeded, LimitExceeded),
+        ),
+        ("SESSION_QUEUE_PAUSED", grpc.StatusCode.ABORTED, SessionQueuePaused, (AdmissionRefused,)),
+        (
+            "ACTIVE_TURN_MISMATCH",
+            grpc.StatusCode.FAILED_PRECONDITION,
+            ActiveTurnMismatch,
+            (AdmissionRefused,),
+        ),
     ],
 )
 def test_each_reason_is_its_class_in_its_families(
@@ -137,6 +158,71 @@ def test_each_reason_is_its_class_in_its_families(
     assert all(isinstance(error, family) for family in expected)
     assert error.reason is ErrorReason[reason]
     assert error.code is code
+
+
+def test_q3_a_paused_queue_is_not_a_busy_session_to_retry_after_retry_after() -> None:
+    paused = from_rpc(
+        failed(
+            grpc.StatusCode.ABORTED,
+            info("SESSION_QUEUE_PAUSED", activeTurnId="t2", activePhase="QUEUED"),
+            refusal(11, active_turn_id="t2", active_phase=pb.TURN_PHASE_QUEUED),
+        )
+    )
+    assert isinstance(paused, SessionQueuePaused)
+    assert not isinstance(paused, SessionBusy)  # nothing changes by itself: no retry_after
+    assert (paused.active_turn_id, paused.active_phase, paused.retry_after) == ("t2", TurnPhase.QUEUED, 0.0)
+
+
+def test_q4_a_full_queue_names_its_limit_and_the_turn_in_the_way() -> None:
+    full = from_rpc(
+        failed(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            info("SESSION_QUEUE_FULL", activeTurnId="t1"),
+            refusal(10, active_turn_id="t1", active_phase=pb.TURN_PHASE_RUNNING),
+        )
+    )
+    assert isinstance(full, SessionQueueFull)
+    assert (full.reason, full.limit, full.active_turn_id) == (
+        ErrorReason.SESSION_QUEUE_FULL,
+        "max_queue_depth",
+        "t1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "cleared", "kind", "families"),
+    [
+        (TurnOutcome.CANCELLED, False, QueuedTurnCancelled, (TurnCancelled,)),
+        (TurnOutcome.CANCELLED, True, QueuedTurnCleared, (QueuedTurnCancelled, TurnCancelled)),
+        (TurnOutcome.EXPIRED, False, QueuedTurnExpired, (TurnAlreadySettled,)),
+        (TurnOutcome.UNSPECIFIED, False, LeftQueue, ()),
+    ],
+)
+def test_a_turn_that_left_the_queue_is_the_refusal_admitting_it_again_would_be(
+    outcome: TurnOutcome, cleared: bool, kind: type[LeftQueue], families: tuple[type[TurngateError], ...]
+) -> None:
+    left = left_queue(TurnDequeued("t2", "r2", outcome, "user", cleared, 2.5))
+    assert type(left) is kind
+    assert all(isinstance(left, family) for family in (LeftQueue, AdmissionRefused, *families))
+    assert (left.turn_id, left.outcome, left.waited, left.stop_reason) == ("t2", outcome, 2.5, "user")
+    assert left.code is grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_a_departure_learned_by_admitting_again_is_a_left_queue_error_too() -> None:
+    cancelled = unseen_departure("t2", TurnCancelled("cancelled", code=grpc.StatusCode.FAILED_PRECONDITION))
+    assert type(cancelled) is QueuedTurnCancelled
+    expired = unseen_departure(
+        "t2",
+        TurnAlreadySettled(
+            "settled", code=grpc.StatusCode.FAILED_PRECONDITION, settled_outcome=TurnOutcome.EXPIRED
+        ),
+    )
+    assert type(expired) is QueuedTurnExpired
+    assert (expired.turn_id, expired.outcome, expired.waited) == ("t2", TurnOutcome.EXPIRED, None)
+    lost = TurnAlreadySettled(
+        "settled", code=grpc.StatusCode.FAILED_PRECONDITION, settled_outcome=TurnOutcome.LOST
+    )
+    assert unseen_departure("t2", lost) is None
 
 
 def test_admission_refusals_carry_the_turn_in_the_way_and_its_outcome() -> None:
@@ -180,7 +266,7 @@ def test_a_limit_on_admission_is_both_an_admission_refusal_and_a_limit() -> None
 
 def test_a_reason_added_to_the_contract_later_is_still_a_refusal_of_its_family() -> None:
     admission = from_rpc(
-        failed(grpc.StatusCode.ABORTED, info("SESSION_QUEUE_PAUSED"), refusal(11, active_turn_id="t1"))
+        failed(grpc.StatusCode.ABORTED, info("SESSION_QUEUE_EMPTY"), refusal(99, active_turn_id="t1"))
     )
     assert type(admission) is AdmissionRefused
     assert (admission.reason, admission.active_turn_id) == (ErrorReason.UNSPECIFIED, "t1")

@@ -61,6 +61,8 @@ class Method:
 def synced(hint: object, mapping: dict[Any, Any]) -> object:
     """`hint` with every async type replaced by its synchronous twin (by `mapping`), as a
     comparable tree of (origin, arguments)."""
+    if isinstance(hint, list):  # a Callable's parameter types
+        return tuple(synced(arg, mapping) for arg in hint)
     hint = mapping.get(hint, hint)
     origin = get_origin(hint)
     if origin is None:
@@ -121,6 +123,11 @@ def test_the_surface_is_what_the_sdk_documents() -> None:
     assert {"tool_call", "interaction", "stop_requested", "outcome", "settled", "lease"} <= set(turn)
     watch = surface(Watch, SYNCED, constructed=False)
     assert {"cursor", "close", "__iter__", "__next__", "__enter__", "__exit__"} == set(watch)
+    runner = surface(Runner, SYNCED, constructed=False)["turn"]
+    assert isinstance(runner, Method)
+    assert [p.name for p in runner.parameters][-1] == "on_queued"
+    gateway = surface(Gateway, SYNCED, constructed=False)
+    assert {"stop", "resume_queue", "clear_queue"} <= set(gateway)
     client = surface(Client, SYNCED, constructed=True)
     init = client["__init__"]
     assert isinstance(init, Method)

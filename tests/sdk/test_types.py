@@ -13,6 +13,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from turngate.client import (
+    AdmissionMode,
     Cancelled,
     ErrorReason,
     Event,
@@ -22,6 +23,11 @@ from turngate.client import (
     InteractionChanged,
     InteractionStatus,
     Mismatch,
+    QueueAction,
+    QueuedTurn,
+    QueuePaused,
+    QueueResumed,
+    ResumedQueue,
     SessionPhase,
     SessionRef,
     SessionSnapshot,
@@ -31,8 +37,10 @@ from turngate.client import (
     ToolCallChanged,
     ToolCallStatus,
     TurnAdmitted,
+    TurnDequeued,
     TurnOutcome,
     TurnPhase,
+    TurnQueued,
     TurnRecord,
     TurnSettled,
     UnknownEvent,
@@ -49,6 +57,8 @@ ENUMS: list[tuple[type[ContractEnum], EnumDescriptor]] = [
     (SettledBy, pb.SettledBy.DESCRIPTOR),
     (ToolCallStatus, pb.ToolCallStatus.DESCRIPTOR),
     (InteractionStatus, pb.InteractionStatus.DESCRIPTOR),
+    (AdmissionMode, pb.AdmissionMode.DESCRIPTOR),
+    (QueueAction, pb.QueueAction.DESCRIPTOR),
 ]
 
 
@@ -99,11 +109,12 @@ def test_a_number_a_newer_service_sends_reads_as_unspecified_and_stays_in_raw() 
     assert TurnOutcome(99) is TurnOutcome.UNSPECIFIED
     with pytest.raises(ValueError, match="is not a valid"):
         TurnOutcome("CANCELLED")  # type: ignore[arg-type]  # only numbers fall back
-    record = convert.turn_record(pb.TurnRecord(turn_id="t1", outcome=pb.TurnOutcome.ValueType(5)))
+    record = convert.turn_record(pb.TurnRecord(turn_id="t1", outcome=pb.TurnOutcome.ValueType(99)))
     assert record.outcome is TurnOutcome.UNSPECIFIED
     assert record.raw is not None
-    assert record.raw.outcome == 5
-    assert ErrorReason.named("SESSION_QUEUE_FULL") is ErrorReason.UNSPECIFIED
+    assert record.raw.outcome == 99
+    assert ErrorReason.named("SESSION_QUEUE_EMPTY") is ErrorReason.UNSPECIFIED
+    assert ErrorReason.named("SESSION_QUEUE_FULL") is ErrorReason.SESSION_QUEUE_FULL
     assert ErrorReason.named("TURN_CANCELLED") is ErrorReason.TURN_CANCELLED
 
 
@@ -174,11 +185,72 @@ def test_a_snapshot_without_turns_has_none_for_them() -> None:
     assert (busy.active.turn_id, busy.active.lease_expires_at, busy.last_settled) == ("t2", AT, None)
 
 
+def test_a_snapshot_shows_the_queue_head_first_and_who_paused_it() -> None:
+    waiting = [
+        pb.QueuedTurn(turn_id=f"t{n}", runner_id="r", position=n, queued_at=ts(AT), expires_at=ts(AT))
+        for n in (1, 2)
+    ]
+    snapshot = convert.snapshot(
+        pb.SessionSnapshot(
+            session=ref(),
+            seq=9,
+            phase=pb.SESSION_PHASE_IDLE,
+            queue=waiting,
+            queue_paused=True,
+            queue_paused_by="t0",
+        )
+    )
+    assert snapshot.queue == (QueuedTurn("t1", "r", 1, AT, AT), QueuedTurn("t2", "r", 2, AT, AT))
+    assert (snapshot.queue_paused, snapshot.queue_paused_by) == (True, "t0")
+    assert snapshot.raw is not None
+    assert snapshot.queue[1].raw is snapshot.raw.queue[1]
+    moved = convert.moved(snapshot.queue[1], 1)  # its place, as a waiting runner learns it
+    assert moved == QueuedTurn("t2", "r", 1, AT, AT)
+    assert moved.raw is not None
+    assert (moved.raw.turn_id, moved.raw.position, snapshot.raw.queue[1].position) == ("t2", 1, 2)
+
+
+def test_a_promoted_turn_says_when_it_was_queued_and_how_long_it_waited() -> None:
+    promoted = pb.TurnAdmitted(
+        turn=pb.TurnRecord(
+            turn_id="t2",
+            admitted_at=ts(AT),
+            queued_at=ts(AT - timedelta(seconds=4)),
+            waited=Duration(seconds=4),
+        ),
+        from_queue=True,
+        waited=Duration(seconds=4),
+    )
+    body = convert.event(pb.SessionEvent(seq=3, time=ts(AT), session=ref(), turn_admitted=promoted)).body
+    assert isinstance(body, TurnAdmitted)
+    assert (body.from_queue, body.waited, body.turn.queued_at, body.turn.waited) == (
+        True,
+        4.0,
+        AT - timedelta(seconds=4),
+        4.0,
+    )
+    at_once = convert.event(
+        pb.SessionEvent(
+            seq=3, time=ts(AT), session=ref(), turn_admitted=pb.TurnAdmitted(turn=pb.TurnRecord())
+        )
+    ).body
+    assert isinstance(at_once, TurnAdmitted)
+    assert (at_once.from_queue, at_once.waited, at_once.turn.queued_at, at_once.turn.waited) == (
+        False,
+        None,
+        None,
+        None,
+    )
+
+
 def events() -> list[pb.SessionEvent]:
     """One event of each kind the contract has."""
     turn = pb.TurnRecord(turn_id="t1", generation=7, admitted_at=ts(AT))
     call = pb.ToolCall(call_id="c1", name="search", status=pb.TOOL_CALL_STATUS_INTERRUPTED, opened_at=ts(AT))
     asked = pb.Interaction(interaction_id="i1", kind="approval", status=pb.INTERACTION_STATUS_PENDING)
+    waiting = pb.QueuedTurn(
+        turn_id="t2", runner_id="r2", position=2, queued_at=ts(AT), expires_at=ts(AT + timedelta(minutes=10))
+    )
     bodies = [
         {"snapshot": pb.SessionSnapshot(session=ref(), seq=1, resync=True)},
         {"turn_admitted": pb.TurnAdmitted(turn=turn)},
@@ -190,6 +262,19 @@ def events() -> list[pb.SessionEvent]:
                 turn=turn, interrupted_tool_call_ids=["c1"], cancelled_interaction_ids=["i1"], trace_id="ab"
             )
         },
+        {"turn_queued": pb.TurnQueued(turn=waiting, position=2)},
+        {
+            "turn_dequeued": pb.TurnDequeued(
+                turn_id="t2",
+                runner_id="r2",
+                outcome=pb.TURN_OUTCOME_CANCELLED,
+                reason="user",
+                cleared=True,
+                waited=Duration(seconds=3, nanos=500_000_000),
+            )
+        },
+        {"queue_paused": pb.QueuePaused(turn_id="t1", outcome=pb.TURN_OUTCOME_FAILED)},
+        {"queue_resumed": pb.QueueResumed(turn_id="t1")},
     ]
     return [
         pb.SessionEvent(seq=seq, time=ts(AT), session=ref(), **body)  # type: ignore[arg-type]
@@ -212,6 +297,14 @@ def described(body: EventBody) -> str:
             return f"interaction {asked.interaction_id} {asked.status.name} {asked.closed_at}"
         case TurnSettled(interrupted_tool_call_ids=calls, cancelled_interaction_ids=asked, trace_id=trace):
             return f"settled {calls} {asked} {trace}"
+        case TurnQueued(turn=waiting, position=position):
+            return f"queued {waiting.turn_id} {waiting.runner_id} {position} {waiting.expires_at - AT}"
+        case TurnDequeued(turn_id=turn_id, outcome=outcome, cleared=cleared, waited=waited):
+            return f"dequeued {turn_id} {outcome.name} cleared={cleared} {waited}"
+        case QueuePaused(turn_id=turn_id, outcome=outcome):
+            return f"paused by {turn_id} {outcome.name}"
+        case QueueResumed(turn_id=turn_id):
+            return f"resumed, paused by {turn_id}"
         case UnknownEvent():
             return "unknown"
         case _:
@@ -227,6 +320,10 @@ def test_every_event_kind_becomes_its_body_and_the_event_keeps_its_message() -> 
         "tool_call",
         "interaction",
         "turn_settled",
+        "turn_queued",
+        "turn_dequeued",
+        "queue_paused",
+        "queue_resumed",
     ]
     assert [described(event.body) for event in converted] == [
         "snapshot resync=True",
@@ -235,6 +332,10 @@ def test_every_event_kind_becomes_its_body_and_the_event_keeps_its_message() -> 
         "call c1 INTERRUPTED",
         "interaction i1 PENDING None",
         "settled ('c1',) ('i1',) ab",
+        "queued t2 r2 2 0:10:00",
+        "dequeued t2 CANCELLED cleared=True 3.5",
+        "paused by t1 FAILED",
+        "resumed, paused by t1",
     ]
     first = converted[0]
     assert (first.seq, first.time, first.session) == (1, AT, SessionRef("p", "s"))
@@ -270,6 +371,18 @@ def test_stop_answers_become_their_dataclasses() -> None:
     assert convert.stop_result(idle).raw is idle.idle
     with pytest.raises(ValueError, match="without an outcome"):
         convert.stop_result(pb.CancelTurnResponse())
+    queued = pb.CancelTurnResponse(
+        cancelled=pb.CancelTurnResponse.Cancelled(
+            cancelled_turn_ids=["t3"], queued=True, cleared_turn_ids=["t4"]
+        )
+    )
+    assert convert.stop_result(queued) == Cancelled(("t3",), "", False, False, (), None, True, ("t4",))
+
+
+def test_a_resumed_queue_names_the_turn_it_admitted_and_those_still_waiting() -> None:
+    waiting = pb.QueuedTurn(turn_id="t3", runner_id="r", position=1, queued_at=ts(AT), expires_at=ts(AT))
+    resumed = convert.resumed_queue(pb.ResumeQueueResponse(admitted_turn_id="t2", queue=[waiting]))
+    assert resumed == ResumedQueue("t2", (QueuedTurn("t3", "r", 1, AT, AT),))
 
 
 def test_durations_are_float_seconds_and_back() -> None:

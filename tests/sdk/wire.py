@@ -1,5 +1,6 @@
 """A client interceptor for SDK tests: counts every attempt the SDK sends, by method, and can fail,
-hold or mute them to play a flaky network, a stuck heartbeat or a push path that went quiet."""
+hold, mute or alter them to play a flaky network, a stuck heartbeat, a push path that went quiet
+or a cursor the service cannot resume."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class Wire:
         self._lost_before: Counter[str] = Counter()
         self._lost_after: Counter[str] = Counter()
         self._held: dict[str, asyncio.Event] = {}
+        self._rewrites: dict[str, Callable[[Message], None]] = {}
         self.mute_watch = False
         """Watch streams opened from now on deliver their first event (the snapshot), then nothing."""
         # A channel files each interceptor under one kind of call only: one per kind.
@@ -47,7 +49,13 @@ class Wire:
         """Attempts of `method` wait (unsent) until the returned event is set."""
         return self._held.setdefault(method, asyncio.Event())
 
-    async def attempt(self, details: grpc.aio.ClientCallDetails, request: Message) -> str:
+    def rewrite_next(self, method: str, change: Callable[[Message], None]) -> None:
+        """The next attempt of `method` is sent as a copy of its request that `change` altered
+        (e.g. a watch's cursor, to make the service resync it)."""
+        self._rewrites[method] = change
+
+    async def attempt(self, details: grpc.aio.ClientCallDetails, request: Message) -> tuple[str, Message]:
+        """The method, and the request to send for it."""
         method = _method(details)
         self.sent[method] += 1
         self.requests[method].append(request)
@@ -56,7 +64,12 @@ class Wire:
         if self._lost_before[method] > 0:
             self._lost_before[method] -= 1
             raise _unavailable(f"{method} lost before sending")
-        return method
+        if (change := self._rewrites.pop(method, None)) is not None:
+            altered = type(request)()
+            altered.CopyFrom(request)
+            change(altered)
+            return method, altered
+        return method, request
 
     def reply_lost(self, method: str) -> bool:
         if self._lost_after[method] == 0:
@@ -75,7 +88,7 @@ class _Unary(grpc.aio.UnaryUnaryClientInterceptor):
         client_call_details: grpc.aio.ClientCallDetails,
         request: Any,
     ) -> Any:
-        method = await self._wire.attempt(client_call_details, request)
+        method, request = await self._wire.attempt(client_call_details, request)
         call = await continuation(client_call_details, request)
         if self._wire.reply_lost(method):
             await call
@@ -93,7 +106,7 @@ class _Stream(grpc.aio.UnaryStreamClientInterceptor):
         client_call_details: grpc.aio.ClientCallDetails,
         request: Any,
     ) -> Any:
-        await self._wire.attempt(client_call_details, request)
+        _, request = await self._wire.attempt(client_call_details, request)
         call = await continuation(client_call_details, request)
         return _first_only(call) if self._wire.mute_watch else call
 

@@ -48,12 +48,14 @@ The SDK returns Python values, never protobuf messages (`turngate.client.models`
 `turngate.client.enums`): frozen dataclasses named and shaped as the contract's messages
 (`TurnRecord`, `ToolCall`, `Interaction`, `SessionSnapshot`, `TurnLease`, `SessionRef`; the
 watch's `Event` with a `body` that is one of `SessionSnapshot`, `TurnAdmitted`, `StopRequested`,
-`ToolCallChanged`, `InteractionChanged`, `TurnSettled` or, for a kind added to the contract
-later, `UnknownEvent`; the Stop answers `Cancelled | Mismatch | Idle`), with the contract's field
-names. Times are aware UTC datetimes, durations float seconds, repeated fields tuples, an unset
+`ToolCallChanged`, `InteractionChanged`, `TurnSettled`, `TurnQueued`, `TurnDequeued`,
+`QueuePaused`, `QueueResumed` or, for a kind added to the contract later, `UnknownEvent`; the
+Stop answers `Cancelled | Mismatch | Idle`; `QueuedTurn`, `ResumedQueue`), with the contract's
+field names. Times are aware UTC datetimes, durations float seconds, repeated fields tuples, an unset
 message field (a snapshot without an active turn) None. Enums are IntEnums whose values are the
 contract's numbers (`TurnOutcome.CANCELLED == turngate_pb2.TURN_OUTCOME_CANCELLED`): `SessionPhase`,
-`TurnPhase`, `TurnOutcome`, `SettledBy`, `ToolCallStatus`, `InteractionStatus`, `ErrorReason`;
+`TurnPhase`, `TurnOutcome`, `SettledBy`, `ToolCallStatus`, `InteractionStatus`, `AdmissionMode`,
+`QueueAction`, `ErrorReason`;
 `.name` is the contract's name without the prefix (`CANCELLED`), `.proto_name` with it
 (`TURN_OUTCOME_CANCELLED`), and a number a newer service sends that this SDK does not know reads
 as UNSPECIFIED. Every value built from a message keeps it as `raw` (repr=False, compare=False):
@@ -87,6 +89,17 @@ child of the current span, carrying the W3C traceparent; without it nothing is t
   exactly one outcome: CANCELLED when the body was cancelled or a Stop was requested, FAILED
   (with the exception's text) when an exception escaped (re-raised), COMPLETED otherwise;
   nothing when the turn was abandoned.
+  `runner.turn(..., mode=AdmissionMode.ENQUEUE | INTERRUPT, expected_active_turn_id="",
+  max_queue_wait=None, on_queued=None)`: while another turn holds the session the turn waits in
+  its queue (INTERRUPT first stops the active turn, only if it is `expected_active_turn_id` when
+  given, and waits at the head); entering returns once it is admitted, learned by push from a
+  watch of the session, and `on_queued(QueuedTurn)` is called (synchronously) with its place when
+  it is queued and whenever its `position` changes. The wait ends with a `LeftQueue`:
+  `QueuedTurnCancelled` (a Stop named it; also a `TurnCancelled`), `QueuedTurnCleared` (a Stop
+  cleared the queue) or `QueuedTurnExpired` (waited past `max_queue_wait`; also a
+  `TurnAlreadySettled`); new refusals are `SessionQueueFull` (also a `LimitExceeded`),
+  `SessionQueuePaused` (REJECT while turns wait in a paused queue) and `ActiveTurnMismatch`.
+  `turn.waited` is how long it waited (None: it did not). The default mode, REJECT, is as above.
 * `Turn`: `stop_requested` (asyncio.Event: a Stop reached the turn, by push or by heartbeat;
   also set when abandoned), `stop_reason`, `abandoned` (asyncio.Event: the turn is no longer
   this runner's; nothing more is written), `outcome` (`TurnOutcome`) / `settled` (`TurnRecord`)
@@ -97,11 +110,17 @@ child of the current span, carrying the W3C traceparent; without it nothing is t
   its resolution (raises `InteractionCancelled` if a Stop withdraws it, `TurnEnded` once the
   turn is over).
 * `client.gateway() -> Gateway`: `await stop(session_id, *, expected_turn_id="", force=False,
-  request_id=None, reason="") -> Cancelled | Mismatch | Idle`;
+  request_id=None, reason="", queue=QueueAction.PAUSE) -> Cancelled | Mismatch | Idle` (a queued
+  turn named is removed from the queue, `Cancelled.queued`; `queue` is what the queue does after
+  the stopped turn: PAUSE, CONTINUE, or CLEAR now, `Cancelled.cleared_turn_ids`);
+  `await resume_queue(session_id) -> ResumedQueue` (admits the head of a paused queue if idle);
+  `await clear_queue(session_id, *, reason="") -> Cancelled | None` (cancels every queued turn,
+  leaving the active one running);
   `await resolve_interaction(session_id, interaction_id, resolution) -> Interaction`;
-  `await stop_and_wait(session_id, expected_turn_id, *, force_after, reason="", request_id=None)
-  -> TurnRecord | None`: Stop, wait up to `force_after` s for the turn to settle, then
-  force it; returns the settled record (None if the turn had never been admitted).
+  `await stop_and_wait(session_id, expected_turn_id, *, force_after, reason="", request_id=None,
+  queue=QueueAction.PAUSE) -> TurnRecord | None`: Stop, wait up to `force_after` s for the turn
+  to settle, then force it; returns the settled record (None if the turn had never been admitted,
+  or was waiting in the queue).
 * `client.watch(session_id, *, after_seq=0, turn_id="", epoch=0) -> Watch`: an async iterator
   (and async context manager) of `Event`s: a snapshot first when `after_seq` is 0, a snapshot
   with `resync=True` when the cursor could not be resumed (also when the service's store lost
@@ -110,7 +129,8 @@ child of the current span, carrying the W3C traceparent; without it nothing is t
   backoff and jitter, resuming after `watch.cursor`, the last seq it yielded, in that event's
   epoch; over the watch-stream limits it raises LimitExceeded. A cursor kept elsewhere is the
   last event's (`epoch`, `seq`): pass both.
-* Reads: `await client.get_session(session_id) -> SessionSnapshot`,
+* Reads: `await client.get_session(session_id) -> SessionSnapshot` (with its `queue`, head
+  first, `queue_paused` and `queue_paused_by`),
   `await client.get_turn(session_id, turn_id) -> TurnRecord`, `client.list_turns(session_id)`
   and `client.active_sessions()` (async iterators over pages).
 
@@ -136,11 +156,14 @@ threading.Events).
 """
 
 from turngate.client._version import __version__
+from turngate.client.admission import OnQueued
 from turngate.client.auth import tls_credentials
 from turngate.client.client import Client, ClientOptions
 from turngate.client.enums import (
+    AdmissionMode,
     ErrorReason,
     InteractionStatus,
+    QueueAction,
     SessionPhase,
     SettledBy,
     ToolCallStatus,
@@ -148,19 +171,26 @@ from turngate.client.enums import (
     TurnPhase,
 )
 from turngate.client.errors import (
+    ActiveTurnMismatch,
     AdmissionLimitExceeded,
     AdmissionRefused,
     ControlRefused,
     InteractionCancelled,
     InteractionNotPending,
     InvalidRequest,
+    LeftQueue,
     LimitExceeded,
     NotAuthenticated,
     NotFound,
     PermissionDenied,
+    QueuedTurnCancelled,
+    QueuedTurnCleared,
+    QueuedTurnExpired,
     Refused,
     ServiceUnavailable,
     SessionBusy,
+    SessionQueueFull,
+    SessionQueuePaused,
     TurnAlreadySettled,
     TurnCancelled,
     TurnEnded,
@@ -179,6 +209,10 @@ from turngate.client.models import (
     Interaction,
     InteractionChanged,
     Mismatch,
+    QueuedTurn,
+    QueuePaused,
+    QueueResumed,
+    ResumedQueue,
     SessionRef,
     SessionSnapshot,
     StopRequested,
@@ -186,7 +220,9 @@ from turngate.client.models import (
     ToolCall,
     ToolCallChanged,
     TurnAdmitted,
+    TurnDequeued,
     TurnLease,
+    TurnQueued,
     TurnRecord,
     TurnSettled,
     UnknownEvent,
@@ -197,7 +233,9 @@ from turngate.client.turn import Turn
 from turngate.client.watch import Watch
 
 __all__ = [
+    "ActiveTurnMismatch",
     "AdmissionLimitExceeded",
+    "AdmissionMode",
     "AdmissionRefused",
     "Backoff",
     "Cancelled",
@@ -215,16 +253,28 @@ __all__ = [
     "InteractionNotPending",
     "InteractionStatus",
     "InvalidRequest",
+    "LeftQueue",
     "LimitExceeded",
     "Mismatch",
     "NotAuthenticated",
     "NotFound",
+    "OnQueued",
     "PermissionDenied",
+    "QueueAction",
+    "QueuePaused",
+    "QueueResumed",
+    "QueuedTurn",
+    "QueuedTurnCancelled",
+    "QueuedTurnCleared",
+    "QueuedTurnExpired",
     "Refused",
+    "ResumedQueue",
     "Runner",
     "ServiceUnavailable",
     "SessionBusy",
     "SessionPhase",
+    "SessionQueueFull",
+    "SessionQueuePaused",
     "SessionRef",
     "SessionSnapshot",
     "SettledBy",
@@ -237,6 +287,7 @@ __all__ = [
     "TurnAdmitted",
     "TurnAlreadySettled",
     "TurnCancelled",
+    "TurnDequeued",
     "TurnEnded",
     "TurnHeldByOtherPrincipal",
     "TurnLease",
@@ -244,6 +295,7 @@ __all__ = [
     "TurnOutcome",
     "TurnOwnedByOtherRunner",
     "TurnPhase",
+    "TurnQueued",
     "TurnRecord",
     "TurnSettled",
     "TurngateError",

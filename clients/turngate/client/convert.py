@@ -9,6 +9,7 @@ value keeps the message it was built from as `raw`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Literal, assert_never
 
@@ -33,6 +34,10 @@ from turngate.client.models import (
     Interaction,
     InteractionChanged,
     Mismatch,
+    QueuedTurn,
+    QueuePaused,
+    QueueResumed,
+    ResumedQueue,
     SessionRef,
     SessionSnapshot,
     StopRequested,
@@ -40,7 +45,9 @@ from turngate.client.models import (
     ToolCall,
     ToolCallChanged,
     TurnAdmitted,
+    TurnDequeued,
     TurnLease,
+    TurnQueued,
     TurnRecord,
     TurnSettled,
     UnknownEvent,
@@ -73,6 +80,13 @@ def instant(message: Message, field: str) -> datetime | None:
 def _always(message: Message, field: str) -> datetime:
     """A Timestamp the contract always sets; the epoch if a message lacks it."""
     return instant(message, field) or _EPOCH
+
+
+def _span(message: Message, field: str) -> float | None:
+    """`message.field` (a Duration) in seconds; None when unset."""
+    if not message.HasField(field):
+        return None
+    return seconds(getattr(message, field))
 
 
 # Records.
@@ -127,8 +141,30 @@ def turn_record(message: pb.TurnRecord) -> TurnRecord:
         lease_expires_at=instant(message, "lease_expires_at"),
         stop_reason=message.stop_reason,
         stop_deadline=instant(message, "stop_deadline"),
+        queued_at=instant(message, "queued_at"),
+        waited=_span(message, "waited"),
         raw=message,
     )
+
+
+def queued_turn(message: pb.QueuedTurn) -> QueuedTurn:
+    return QueuedTurn(
+        turn_id=message.turn_id,
+        runner_id=message.runner_id,
+        position=message.position,
+        queued_at=_always(message, "queued_at"),
+        expires_at=_always(message, "expires_at"),
+        raw=message,
+    )
+
+
+def moved(turn: QueuedTurn, position: int) -> QueuedTurn:
+    """`turn` at another place in the queue (its `raw` moved too)."""
+    message = pb.QueuedTurn()
+    if turn.raw is not None:
+        message.CopyFrom(turn.raw)
+    message.position = position
+    return replace(turn, position=position, raw=message)
 
 
 def _optional_turn(
@@ -148,6 +184,9 @@ def snapshot(message: pb.SessionSnapshot) -> SessionSnapshot:
         last_settled=_optional_turn(message, "last_settled"),
         resync=message.resync,
         epoch=message.epoch,
+        queue=tuple(queued_turn(turn) for turn in message.queue),
+        queue_paused=message.queue_paused,
+        queue_paused_by=message.queue_paused_by,
         raw=message,
     )
 
@@ -161,7 +200,12 @@ def _body(message: pb.SessionEvent) -> EventBody:
             return snapshot(message.snapshot)
         case "turn_admitted":
             admitted = message.turn_admitted
-            return TurnAdmitted(turn_record(admitted.turn), raw=admitted)
+            return TurnAdmitted(
+                turn_record(admitted.turn),
+                from_queue=admitted.from_queue,
+                waited=_span(admitted, "waited"),
+                raw=admitted,
+            )
         case "stop_requested":
             stop = message.stop_requested
             return StopRequested(
@@ -190,8 +234,27 @@ def _body(message: pb.SessionEvent) -> EventBody:
                 trace_id=settled.trace_id,
                 raw=settled,
             )
-        case "turn_queued" | "turn_dequeued" | "queue_paused" | "queue_resumed" | None:
-            # None: a kind added to the contract after this SDK was built
+        case "turn_queued":
+            joined = message.turn_queued
+            return TurnQueued(queued_turn(joined.turn), joined.position, raw=joined)
+        case "turn_dequeued":
+            left = message.turn_dequeued
+            return TurnDequeued(
+                turn_id=left.turn_id,
+                runner_id=left.runner_id,
+                outcome=TurnOutcome(left.outcome),
+                reason=left.reason,
+                cleared=left.cleared,
+                waited=seconds(left.waited),
+                raw=left,
+            )
+        case "queue_paused":
+            paused = message.queue_paused
+            return QueuePaused(paused.turn_id, TurnOutcome(paused.outcome), raw=paused)
+        case "queue_resumed":
+            resumed = message.queue_resumed
+            return QueueResumed(resumed.turn_id, raw=resumed)
+        case None:  # a kind added to the contract after this SDK was built
             return UnknownEvent()
         case _:
             assert_never(kind)
@@ -223,6 +286,8 @@ def stop_result(message: pb.CancelTurnResponse) -> StopResult:
                 before_start=c.before_start,
                 cancelled_interaction_ids=tuple(c.cancelled_interaction_ids),
                 stop_deadline=instant(c, "stop_deadline"),
+                queued=c.queued,
+                cleared_turn_ids=tuple(c.cleared_turn_ids),
                 raw=c,
             )
         case "mismatch":
@@ -247,6 +312,12 @@ def stop_result(message: pb.CancelTurnResponse) -> StopResult:
             raise ValueError(f"CancelTurnResponse without an outcome: {message}")
         case _:
             assert_never(outcome)
+
+
+def resumed_queue(message: pb.ResumeQueueResponse) -> ResumedQueue:
+    return ResumedQueue(
+        message.admitted_turn_id, tuple(queued_turn(turn) for turn in message.queue), raw=message
+    )
 
 
 def admission_refusal(message: pb.AdmissionRefusal) -> AdmissionRefusal:

@@ -19,8 +19,10 @@ from enum import IntEnum, StrEnum
 from turngate.v1 import turngate_pb2 as pb
 
 __all__ = [
+    "AdmissionMode",
     "ErrorReason",
     "InteractionStatus",
+    "QueueAction",
     "SessionPhase",
     "SettledBy",
     "ToolCallStatus",
@@ -71,6 +73,8 @@ class TurnPhase(ContractEnum):
     """A Stop was accepted; still holding the session until it settles."""
     SETTLED = 3
     """Ended with exactly one outcome."""
+    QUEUED = 4
+    """Waiting in the session's queue: no lease, no generation yet."""
 
 
 class TurnOutcome(ContractEnum):
@@ -85,6 +89,8 @@ class TurnOutcome(ContractEnum):
     """Stopped: by the runner after a Stop, forced by a gateway, or stop grace expired."""
     LOST = 4
     """The lease expired: the runner stopped heartbeating."""
+    EXPIRED = 5
+    """Waited in the session's queue past its `expires_at` without being admitted."""
 
 
 class SettledBy(ContractEnum):
@@ -125,6 +131,34 @@ class InteractionStatus(ContractEnum):
     """Withdrawn by a Stop or by the turn's settlement; a later answer is refused."""
 
 
+class AdmissionMode(ContractEnum):
+    """What an admission does while another turn holds the session (`runner.turn(mode=...)`)."""
+
+    UNSPECIFIED = 0
+    """As REJECT."""
+    REJECT = 1
+    """Refuse: `SessionBusy` (or `SessionQueuePaused` while turns wait in a paused queue)."""
+    ENQUEUE = 2
+    """Wait in the session's queue, first in first out, for at most `max_queue_wait`; admitted at
+    once on an idle session with an empty queue."""
+    INTERRUPT = 3
+    """Stop the active turn (only if it is `expected_active_turn_id`, when given) and wait at the
+    head of the queue; admitted at once on an idle session."""
+
+
+class QueueAction(ContractEnum):
+    """What the session's queue does after a Stop (`gateway.stop(queue=...)`)."""
+
+    UNSPECIFIED = 0
+    """As PAUSE."""
+    PAUSE = 1
+    """The stopped turn's end pauses the queue: nothing starts until `resume_queue`."""
+    CONTINUE = 2
+    """The queue goes on: its head is admitted when the stopped turn ends."""
+    CLEAR = 3
+    """Every queued turn is cancelled now, in the Stop's own write."""
+
+
 class ErrorReason(StrEnum):
     """Why the service refused a request: `google.rpc.ErrorInfo`'s reason. A string enum, so a
     reason still equals its name (`reason == "SESSION_TURN_IN_USE"`), as when the SDK gave plain
@@ -150,6 +184,12 @@ class ErrorReason(StrEnum):
     """A limit was exceeded (per turn, per project, per watcher)."""
     TURN_HELD_BY_OTHER_PRINCIPAL = "TURN_HELD_BY_OTHER_PRINCIPAL"
     """The turn was admitted to another authenticated principal."""
+    SESSION_QUEUE_FULL = "SESSION_QUEUE_FULL"
+    """The session's queue holds `max_queue_depth` turns already."""
+    SESSION_QUEUE_PAUSED = "SESSION_QUEUE_PAUSED"
+    """No turn is active but turns wait in a paused queue: enqueue, or have it resumed."""
+    ACTIVE_TURN_MISMATCH = "ACTIVE_TURN_MISMATCH"
+    """An INTERRUPT's `expected_active_turn_id` is not the active turn: nothing changed."""
 
     @classmethod
     def _missing_(cls, value: object) -> ErrorReason | None:

@@ -11,13 +11,18 @@ admission, with the `AdmissionRefusal` fields), `WriteRefused` (a runner's write
     ├── PermissionDenied
     ├── Refused
     │   ├── AdmissionRefused: SessionBusy, TurnCancelled, TurnAlreadySettled,
-    │   │                     TurnOwnedByOtherRunner, TurnHeldByOtherPrincipal, AdmissionLimitExceeded
+    │   │                     TurnOwnedByOtherRunner, TurnHeldByOtherPrincipal, AdmissionLimitExceeded,
+    │   │                     SessionQueuePaused, ActiveTurnMismatch, SessionQueueFull,
+    │   │                     LeftQueue: QueuedTurnCancelled (QueuedTurnCleared), QueuedTurnExpired
     │   ├── WriteRefused: TurnNotActive, TurnHeldByOtherPrincipal
     │   ├── ControlRefused: InteractionNotPending
-    │   └── LimitExceeded: AdmissionLimitExceeded
+    │   └── LimitExceeded: AdmissionLimitExceeded (SessionQueueFull)
     └── TurnEnded, InteractionCancelled (raised by the SDK itself)
 
-`TurnHeldByOtherPrincipal` is also a `PermissionDenied`.
+`TurnHeldByOtherPrincipal` is also a `PermissionDenied`. `LeftQueue` is raised by the SDK itself
+when a turn that waited in the session's queue leaves it without running: a
+`QueuedTurnCancelled` is also a `TurnCancelled`, a `QueuedTurnExpired` a `TurnAlreadySettled`
+(what admitting the turn again answers).
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ from grpc_status import rpc_status
 
 from turngate.client import convert
 from turngate.client.enums import ErrorReason, TurnOutcome, TurnPhase
-from turngate.client.models import AdmissionRefusal
+from turngate.client.models import AdmissionRefusal, TurnDequeued
 from turngate.v1 import turngate_pb2 as pb
 
 DOMAIN = "turngate.v1"
+# The service's setting that bounds a session's queue (SESSION_QUEUE_FULL's `limit`).
+MAX_QUEUE_DEPTH = "max_queue_depth"
 M = TypeVar("M", bound=Message)
 
 
@@ -211,9 +218,76 @@ class AdmissionLimitExceeded(AdmissionRefused, LimitExceeded):
 
     REASON = ErrorReason.LIMIT_EXCEEDED
 
-    def __init__(self, message: str, *, code: grpc.StatusCode, limit: str, refusal: AdmissionRefusal) -> None:
+    def __init__(
+        self, message: str, *, code: grpc.StatusCode, limit: str, refusal: AdmissionRefusal | None
+    ) -> None:
         AdmissionRefused.__init__(self, message, code=code, **_fields(refusal))
         self.limit = limit
+
+
+class SessionQueueFull(AdmissionLimitExceeded):
+    """Admission refused (ENQUEUE, INTERRUPT): the session's queue holds `max_queue_depth` turns
+    already (`limit`); nothing was stopped or queued. `active_turn_id` is the active turn, or the
+    queue's head (phase QUEUED) when none is active."""
+
+    REASON = ErrorReason.SESSION_QUEUE_FULL
+
+
+class SessionQueuePaused(AdmissionRefused):
+    """Admission refused (REJECT): no turn is active, but turns wait in a paused queue and this
+    admission does not jump it. `active_turn_id` is the queue's head (phase QUEUED); there is no
+    `retry_after`: nothing changes until a gateway resumes the queue (`resume_queue`). Admit with
+    `AdmissionMode.ENQUEUE` to wait in it instead."""
+
+    REASON = ErrorReason.SESSION_QUEUE_PAUSED
+
+
+class ActiveTurnMismatch(AdmissionRefused):
+    """Admission refused (INTERRUPT): `expected_active_turn_id` is not the active turn (another
+    turn is active: `active_turn_id`, or none is); nothing was stopped or queued."""
+
+    REASON = ErrorReason.ACTIVE_TURN_MISMATCH
+
+
+class LeftQueue(AdmissionRefused):
+    """The turn waited in the session's queue and left it without running: it was never admitted,
+    and admitting it again is refused. Raised by `runner.turn(...)` with ENQUEUE or INTERRUPT;
+    the subclass says why."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        turn_id: str,
+        outcome: TurnOutcome,
+        waited: float | None = None,
+        stop_reason: str = "",
+    ) -> None:
+        super().__init__(message, code=grpc.StatusCode.FAILED_PRECONDITION, settled_outcome=outcome)
+        self.turn_id = turn_id
+        self.waited = waited
+        """Seconds it waited in the queue (None when the SDK did not see it leave)."""
+        self.stop_reason = stop_reason
+        """The reason of the Stop that removed it, when one did."""
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        """CANCELLED or EXPIRED (`settled_outcome`)."""
+        return self.settled_outcome
+
+
+class QueuedTurnCancelled(LeftQueue, TurnCancelled):
+    """A Stop named the queued turn (or cleared the queue: `QueuedTurnCleared`); also a
+    `TurnCancelled`."""
+
+
+class QueuedTurnCleared(QueuedTurnCancelled):
+    """A Stop with `QueueAction.CLEAR` cancelled every queued turn, this one too."""
+
+
+class QueuedTurnExpired(LeftQueue, TurnAlreadySettled):
+    """The turn waited past its `max_queue_wait` and left the queue EXPIRED; also a
+    `TurnAlreadySettled`."""
 
 
 class TurnEnded(TurngateError):
@@ -235,6 +309,40 @@ class InteractionCancelled(TurngateError):
     def __init__(self, interaction_id: str) -> None:
         super().__init__(f"interaction {interaction_id} was cancelled", code=grpc.StatusCode.CANCELLED)
         self.interaction_id = interaction_id
+
+
+def left_queue(dequeued: TurnDequeued) -> LeftQueue:
+    """The error for a `turn_dequeued` event of the caller's own turn."""
+    kind: type[LeftQueue]
+    match dequeued.outcome:
+        case TurnOutcome.EXPIRED:
+            kind, what = QueuedTurnExpired, f"waited {dequeued.waited:.1f}s in the queue and expired"
+        case TurnOutcome.CANCELLED if dequeued.cleared:
+            kind, what = QueuedTurnCleared, "was cleared from the queue by a Stop"
+        case TurnOutcome.CANCELLED:
+            kind, what = QueuedTurnCancelled, "was cancelled in the queue by a Stop"
+        case _:
+            kind, what = LeftQueue, f"left the queue {dequeued.outcome.name}"
+    return kind(
+        f"turn {dequeued.turn_id} {what}",
+        turn_id=dequeued.turn_id,
+        outcome=dequeued.outcome,
+        waited=dequeued.waited,
+        stop_reason=dequeued.reason,
+    )
+
+
+def unseen_departure(turn_id: str, refused: AdmissionRefused) -> LeftQueue | None:
+    """What admitting a queued turn again answered once it was gone from the queue without its
+    `turn_dequeued` being seen (events skipped by a resync), as a `LeftQueue`; None when the
+    refusal says something else (e.g. it was promoted and settled before its runner came)."""
+    match refused:
+        case TurnCancelled():
+            return QueuedTurnCancelled(str(refused), turn_id=turn_id, outcome=TurnOutcome.CANCELLED)
+        case TurnAlreadySettled(outcome=TurnOutcome.EXPIRED):
+            return QueuedTurnExpired(str(refused), turn_id=turn_id, outcome=TurnOutcome.EXPIRED)
+        case _:
+            return None
 
 
 def _fields(refusal: AdmissionRefusal | None) -> dict[str, Any]:
@@ -298,6 +406,12 @@ def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
             if refusal is not None:
                 return AdmissionLimitExceeded(message, code=code, limit=limit, refusal=refusal)
             return LimitExceeded(message, code=code, limit=limit)
+        case ErrorReason.SESSION_QUEUE_FULL:
+            return SessionQueueFull(message, code=code, limit=MAX_QUEUE_DEPTH, refusal=refusal)
+        case ErrorReason.SESSION_QUEUE_PAUSED:
+            return SessionQueuePaused(message, code=code, **admission)
+        case ErrorReason.ACTIVE_TURN_MISMATCH:
+            return ActiveTurnMismatch(message, code=code, **admission)
         case ErrorReason.UNSPECIFIED:
             # A reason added to the contract after this SDK was built (a PERMISSION_DENIED one
             # stays a PermissionDenied, below: a turn abandons on it).

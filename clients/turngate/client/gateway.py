@@ -1,5 +1,5 @@
-"""The gateway's calls: forward a user's Stop (typed answers) and answers to interactions, and
-stop a turn for sure (`stop_and_wait`)."""
+"""The gateway's calls: forward a user's Stop (typed answers) and answers to interactions, stop a
+turn for sure (`stop_and_wait`), and resume or clear a session's queue."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import assert_never
 
 from turngate.client import convert, reads
 from turngate.client.connection import Connection
+from turngate.client.enums import QueueAction
 from turngate.client.models import (
     Cancelled,
     Event,
@@ -17,11 +18,16 @@ from turngate.client.models import (
     Interaction,
     InteractionChanged,
     Mismatch,
+    QueuePaused,
+    QueueResumed,
+    ResumedQueue,
     SessionSnapshot,
     StopRequested,
     StopResult,
     ToolCallChanged,
     TurnAdmitted,
+    TurnDequeued,
+    TurnQueued,
     TurnRecord,
     TurnSettled,
     UnknownEvent,
@@ -48,18 +54,52 @@ class Gateway:
         force: bool = False,
         request_id: str | None = None,
         reason: str = "",
+        queue: QueueAction = QueueAction.PAUSE,
     ) -> StopResult:
         """Stops `expected_turn_id` (empty: whatever is active). Without `request_id` one is
         made, so that retries after a network blip are idempotent: a retry with the same id
-        gets the first answer back and changes nothing."""
+        gets the first answer back and changes nothing.
+
+        A turn waiting in the session's queue is removed from it, and only it (`Cancelled` with
+        `queued`). `queue` says what the session's queue does after the stopped turn: PAUSE
+        (nothing starts until `resume_queue`), CONTINUE (its head is admitted when the turn
+        ends) or CLEAR (every queued turn is cancelled now: `cleared_turn_ids`)."""
         request = pb.CancelTurnRequest(
             session=self._connection.session(session_id),
             expected_turn_id=expected_turn_id,
             reason=reason,
             force=force,
             request_id=request_id or uuid.uuid4().hex,
+            queue=pb.QueueAction.ValueType(queue),
         )
         return convert.stop_result(await self._connection.call(self._connection.control.CancelTurn, request))
+
+    async def resume_queue(self, session_id: str, *, request_id: str | None = None) -> ResumedQueue:
+        """Un-pauses the session's queue: its head is admitted at once if no turn is active
+        (`admitted_turn_id`). Resuming a queue that is not paused changes nothing."""
+        request = pb.ResumeQueueRequest(
+            session=self._connection.session(session_id), request_id=request_id or uuid.uuid4().hex
+        )
+        return convert.resumed_queue(
+            await self._connection.call(self._connection.control.ResumeQueue, request)
+        )
+
+    async def clear_queue(self, session_id: str, *, reason: str = "") -> Cancelled | None:
+        """Cancels every turn waiting in the session's queue, leaving the active turn running; None
+        when none waits. It is one Stop naming the queue's last turn, with `QueueAction.CLEAR`: a
+        Stop naming a queued turn removes only it, and CLEAR takes the others in the same write
+        (`cancelled_turn_ids` with `queued`, and `cleared_turn_ids`). Should that turn have left
+        the queue since it was read, the queue is read again. Only a turn that was alone in the
+        queue and promoted in between is stopped instead (`stopping_turn_id`)."""
+        while True:
+            queue = (await reads.get_session(self._connection, session_id)).queue
+            if not queue:
+                return None
+            answer = await self.stop(
+                session_id, expected_turn_id=queue[-1].turn_id, reason=reason, queue=QueueAction.CLEAR
+            )
+            if isinstance(answer, Cancelled):
+                return answer
 
     async def resolve_interaction(self, session_id: str, interaction_id: str, resolution: str) -> Interaction:
         """Answers a pending interaction of the session's active turn; the first answer wins
@@ -79,23 +119,29 @@ class Gateway:
         force_after: float,
         reason: str = "",
         request_id: str | None = None,
+        queue: QueueAction = QueueAction.PAUSE,
     ) -> TurnRecord | None:
         """Stops the turn and returns its settled record, also when its runner never reacts.
 
         Watches the turn first (so its settlement cannot be missed), sends the Stop (retried
-        with the same `request_id` on network errors), waits up to `force_after` seconds for the
-        turn's `turn_settled` event, then escalates to `force=True`, which settles it at once.
-        Returns None when the turn had never been admitted (it is now refused when it arrives).
+        with the same `request_id` on network errors; `queue` as for `stop`), waits up to
+        `force_after` seconds for the turn's `turn_settled` event, then escalates to
+        `force=True`, which settles it at once. Returns None when the turn had never been
+        admitted, or was waiting in the queue (it is now refused when it arrives).
         """
         if not expected_turn_id:
             raise ValueError("stop_and_wait needs the turn to stop")
         async with Watch(self._connection, session_id, turn_id=expected_turn_id) as events:
             await anext(events)  # the snapshot: the watch is live before the Stop
             answer = await self.stop(
-                session_id, expected_turn_id=expected_turn_id, reason=reason, request_id=request_id
+                session_id,
+                expected_turn_id=expected_turn_id,
+                reason=reason,
+                request_id=request_id,
+                queue=queue,
             )
             if isinstance(answer, Cancelled):
-                if answer.before_start:
+                if answer.before_start or answer.queued:
                     return None
                 try:
                     async with asyncio.timeout(force_after):
@@ -130,6 +176,10 @@ async def _settlement(events: Watch, turn_id: str) -> TurnRecord | None:
                 | StopRequested()
                 | ToolCallChanged()
                 | InteractionChanged()
+                | TurnQueued()
+                | TurnDequeued()
+                | QueuePaused()
+                | QueueResumed()
                 | UnknownEvent()
             ):
                 pass

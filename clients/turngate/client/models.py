@@ -35,6 +35,10 @@ __all__ = [
     "Interaction",
     "InteractionChanged",
     "Mismatch",
+    "QueuePaused",
+    "QueueResumed",
+    "QueuedTurn",
+    "ResumedQueue",
     "SessionRef",
     "SessionSnapshot",
     "StopRequested",
@@ -42,7 +46,9 @@ __all__ = [
     "ToolCall",
     "ToolCallChanged",
     "TurnAdmitted",
+    "TurnDequeued",
     "TurnLease",
+    "TurnQueued",
     "TurnRecord",
     "TurnSettled",
     "UnknownEvent",
@@ -125,7 +131,26 @@ class TurnRecord:
     stop_reason: str
     stop_deadline: datetime | None
     """While stopping: when the service settles it CANCELLED."""
+    queued_at: datetime | None = None
+    """For a turn that waited in the session's queue: when it was queued (then `admitted_at` is
+    when it was promoted; a turn that left the queue without running has generation 0)."""
+    waited: float | None = None
+    """For a turn that waited in the queue: seconds until it was admitted or left the queue."""
     raw: pb.TurnRecord | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class QueuedTurn:
+    """A turn waiting in a session's queue."""
+
+    turn_id: str
+    runner_id: str
+    position: int
+    """1-based place in the queue (1: admitted next)."""
+    queued_at: datetime
+    expires_at: datetime
+    """When it leaves the queue EXPIRED unless admitted before."""
+    raw: pb.QueuedTurn | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -144,6 +169,12 @@ class SessionSnapshot:
     replayed."""
     epoch: int = 0
     """The epoch of the session's log (0 from a service older than epochs)."""
+    queue: tuple[QueuedTurn, ...] = ()
+    """The turns waiting for the session, head first."""
+    queue_paused: bool = False
+    """The queue waits for `resume_queue` (a turn's end paused it)."""
+    queue_paused_by: str = ""
+    """The turn whose end paused the queue."""
     raw: pb.SessionSnapshot | None = field(default=None, repr=False, compare=False)
 
 
@@ -152,7 +183,59 @@ class TurnAdmitted:
     """A turn was admitted (`turn` is RUNNING)."""
 
     turn: TurnRecord
+    from_queue: bool = False
+    """It was promoted from the session's queue (its runner picks up the lease by sending the same
+    admission again, which `runner.turn` does)."""
+    waited: float | None = None
+    """With `from_queue`: seconds it waited."""
     raw: pb.TurnAdmitted | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TurnQueued:
+    """A turn joined the session's queue."""
+
+    turn: QueuedTurn
+    position: int
+    """Its 1-based place (1 for an INTERRUPT's turn)."""
+    raw: pb.TurnQueued | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TurnDequeued:
+    """A queued turn left the queue without running."""
+
+    turn_id: str
+    runner_id: str
+    outcome: TurnOutcome
+    """CANCELLED (a Stop named it, or cleared the queue) or EXPIRED (waited past `expires_at`)."""
+    reason: str
+    """The Stop's reason, when a Stop removed it."""
+    cleared: bool
+    """A Stop's `QueueAction.CLEAR` removed it."""
+    waited: float
+    """Seconds it waited in the queue."""
+    raw: pb.TurnDequeued | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class QueuePaused:
+    """A turn's end paused the queue: nothing is admitted from it until `resume_queue`."""
+
+    turn_id: str
+    """The turn whose end paused it."""
+    outcome: TurnOutcome
+    """How that turn ended (FAILED, LOST, or CANCELLED by a Stop)."""
+    raw: pb.QueuePaused | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class QueueResumed:
+    """`resume_queue` un-paused the queue."""
+
+    turn_id: str
+    """The turn whose end had paused it."""
+    raw: pb.QueueResumed | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -218,6 +301,10 @@ EventBody: TypeAlias = (
     | ToolCallChanged
     | InteractionChanged
     | TurnSettled
+    | TurnQueued
+    | TurnDequeued
+    | QueuePaused
+    | QueueResumed
     | UnknownEvent
 )
 """What happened: match on it (`case TurnSettled(turn=turn): ...`)."""
@@ -229,6 +316,10 @@ _KINDS: dict[type[EventBody], str] = {
     ToolCallChanged: "tool_call",
     InteractionChanged: "interaction",
     TurnSettled: "turn_settled",
+    TurnQueued: "turn_queued",
+    TurnDequeued: "turn_dequeued",
+    QueuePaused: "queue_paused",
+    QueueResumed: "queue_resumed",
     UnknownEvent: "",
 }
 
@@ -253,13 +344,15 @@ class Event:
     @property
     def kind(self) -> str:
         """The contract's name of what happened: `snapshot`, `turn_admitted`, `stop_requested`,
-        `tool_call`, `interaction`, `turn_settled` ('' for an `UnknownEvent`)."""
+        `tool_call`, `interaction`, `turn_settled`, `turn_queued`, `turn_dequeued`,
+        `queue_paused`, `queue_resumed` ('' for an `UnknownEvent`)."""
         return _KINDS[type(self.body)]
 
 
 @dataclass(frozen=True)
 class Cancelled:
-    """The Stop cancelled the expected turn (or, unguarded, the active one)."""
+    """The Stop cancelled the expected turn (or, unguarded, the active one, or with
+    `QueueAction.CLEAR` on an idle session the queued turns)."""
 
     cancelled_turn_ids: tuple[str, ...]
     stopping_turn_id: str
@@ -271,6 +364,11 @@ class Cancelled:
     cancelled_interaction_ids: tuple[str, ...]
     stop_deadline: datetime | None
     """When the service settles the stopping turn CANCELLED if its runner has not."""
+    queued: bool = False
+    """The expected turn was waiting in the queue: it left it CANCELLED (its runner's wait ends
+    with `QueuedTurnCancelled`)."""
+    cleared_turn_ids: tuple[str, ...] = ()
+    """The queued turns cancelled by `QueueAction.CLEAR`."""
     raw: pb.CancelTurnResponse.Cancelled | None = field(default=None, repr=False, compare=False)
 
 
@@ -300,6 +398,18 @@ class Idle:
 
 StopResult: TypeAlias = Cancelled | Mismatch | Idle
 """What a Stop did."""
+
+
+@dataclass(frozen=True)
+class ResumedQueue:
+    """The queue after `resume_queue`."""
+
+    admitted_turn_id: str
+    """The turn admitted from the queue's head ('' when a turn is still active, the queue is
+    empty, or it was not paused)."""
+    queue: tuple[QueuedTurn, ...]
+    """The turns still waiting, head first."""
+    raw: pb.ResumeQueueResponse | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,18 @@ import grpc
 
 from turngate.client import client as aio
 from turngate.client import turn as aio_turn
-from turngate.client.enums import TurnOutcome
-from turngate.client.models import Event, Interaction, SessionSnapshot, StopResult, TurnLease, TurnRecord
+from turngate.client.admission import OnQueued
+from turngate.client.enums import AdmissionMode, QueueAction, TurnOutcome
+from turngate.client.models import (
+    Cancelled,
+    Event,
+    Interaction,
+    ResumedQueue,
+    SessionSnapshot,
+    StopResult,
+    TurnLease,
+    TurnRecord,
+)
 from turngate.client.retry import DEFAULT_BACKOFF, Backoff
 from turngate.client.telemetry import TracerProvider
 from turngate.client.watch import Watch as AsyncWatch
@@ -152,6 +162,7 @@ class Turn:
     generation: int
     runner_id: str
     replayed: bool
+    waited: float | None
     heartbeat_interval: float
     stop_requested: threading.Event
     abandoned: threading.Event
@@ -168,6 +179,7 @@ class Turn:
         self.generation = turn.generation
         self.lease = turn.lease
         self.replayed = turn.replayed
+        self.waited = turn.waited
         self.heartbeat_interval = turn.heartbeat_interval
 
     @property
@@ -198,10 +210,28 @@ class Runner:
         self.runner_id = runner_id
 
     def turn(
-        self, session_id: str, turn_id: str, *, lease_ttl: float | None = None
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        lease_ttl: float | None = None,
+        mode: AdmissionMode = AdmissionMode.REJECT,
+        expected_active_turn_id: str = "",
+        max_queue_wait: float | None = None,
+        on_queued: OnQueued | None = None,
     ) -> AbstractContextManager[Turn]:
-        """`with runner.turn(session_id, turn_id) as turn:`; see `turngate.client.Runner.turn`."""
-        return _Held(self._loop, self._synced(self._runner.turn(session_id, turn_id, lease_ttl=lease_ttl)))
+        """`with runner.turn(session_id, turn_id) as turn:`; see `turngate.client.Runner.turn`.
+        `on_queued` is called on the SDK's event-loop thread."""
+        entered = self._runner.turn(
+            session_id,
+            turn_id,
+            lease_ttl=lease_ttl,
+            mode=mode,
+            expected_active_turn_id=expected_active_turn_id,
+            max_queue_wait=max_queue_wait,
+            on_queued=on_queued,
+        )
+        return _Held(self._loop, self._synced(entered))
 
     @asynccontextmanager
     async def _synced(self, manager: AbstractAsyncContextManager[aio_turn.Turn]) -> AsyncIterator[Turn]:
@@ -231,6 +261,7 @@ class Gateway:
         force: bool = False,
         request_id: str | None = None,
         reason: str = "",
+        queue: QueueAction = QueueAction.PAUSE,
     ) -> StopResult:
         return self._loop.run(
             self._gateway.stop(
@@ -239,8 +270,15 @@ class Gateway:
                 force=force,
                 request_id=request_id,
                 reason=reason,
+                queue=queue,
             )
         )
+
+    def resume_queue(self, session_id: str, *, request_id: str | None = None) -> ResumedQueue:
+        return self._loop.run(self._gateway.resume_queue(session_id, request_id=request_id))
+
+    def clear_queue(self, session_id: str, *, reason: str = "") -> Cancelled | None:
+        return self._loop.run(self._gateway.clear_queue(session_id, reason=reason))
 
     def resolve_interaction(self, session_id: str, interaction_id: str, resolution: str) -> Interaction:
         return self._loop.run(self._gateway.resolve_interaction(session_id, interaction_id, resolution))
@@ -253,10 +291,16 @@ class Gateway:
         force_after: float,
         reason: str = "",
         request_id: str | None = None,
+        queue: QueueAction = QueueAction.PAUSE,
     ) -> TurnRecord | None:
         return self._loop.run(
             self._gateway.stop_and_wait(
-                session_id, expected_turn_id, force_after=force_after, reason=reason, request_id=request_id
+                session_id,
+                expected_turn_id,
+                force_after=force_after,
+                reason=reason,
+                request_id=request_id,
+                queue=queue,
             )
         )
 

@@ -11,18 +11,23 @@ from typing import TypeVar, assert_never
 
 import grpc
 
-from turngate.client import convert, errors, reads, telemetry
+from turngate.client import admission, convert, errors, reads, telemetry
+from turngate.client.admission import Admission, OnQueued
 from turngate.client.connection import Connection
 from turngate.client.enums import InteractionStatus, TurnOutcome
 from turngate.client.models import (
     Event,
     Interaction,
     InteractionChanged,
+    QueuePaused,
+    QueueResumed,
     SessionSnapshot,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
+    TurnDequeued,
     TurnLease,
+    TurnQueued,
     TurnRecord,
     TurnSettled,
     UnknownEvent,
@@ -80,7 +85,11 @@ class Turn:
     """The fencing token: greater than any earlier turn's of the session."""
     runner_id: str
     replayed: bool
-    """The turn was already active for this runner: the same lease was returned."""
+    """The turn was already active for this runner: the same lease was returned (so it is for a
+    turn promoted from the queue, whose lease was picked up by admitting it again)."""
+    waited: float | None
+    """Seconds the turn waited in the session's queue before it was admitted; None when it did not
+    wait."""
     heartbeat_interval: float
     """Seconds between heartbeats: a third of the lease, as the service recommends."""
     stop_requested: asyncio.Event
@@ -91,18 +100,18 @@ class Turn:
     settled: TurnRecord | None
     """The settled record, once known."""
 
-    def __init__(
-        self, connection: Connection, runner_id: str, admitted: pb.AdmitTurnResponse, sent_at: float
-    ) -> None:
+    def __init__(self, connection: Connection, runner_id: str, admitted: Admission) -> None:
+        answer = admitted.answer
         self._connection = connection
-        self._lease_message = admitted.lease
-        self.lease = convert.lease(admitted.lease)
+        self._lease_message = answer.lease
+        self.lease = convert.lease(answer.lease)
         self.session_id = self.lease.session.session_id
         self.turn_id = self.lease.turn_id
         self.generation = self.lease.generation
         self.runner_id = runner_id
-        self.replayed = admitted.replayed
-        self.heartbeat_interval = convert.seconds(admitted.heartbeat_interval)
+        self.replayed = answer.replayed
+        self.waited = admitted.waited
+        self.heartbeat_interval = convert.seconds(answer.heartbeat_interval)
         self.stop_requested = asyncio.Event()
         self.stop_reason = ""
         self.abandoned = asyncio.Event()
@@ -110,7 +119,7 @@ class Turn:
         self.settled = None
         self._lease = 3 * self.heartbeat_interval
         # When the lease ends at the earliest (it started after the request was sent).
-        self._lease_until = sent_at + self._lease
+        self._lease_until = admitted.sent_at + self._lease
         self._over = ""  # why nothing more may be written for the turn, once that is so
         self._waiting: dict[str, asyncio.Future[str]] = {}
         # Why the turn's watch ended for good (e.g. PERMISSION_DENIED: a principal without the
@@ -261,6 +270,10 @@ class Turn:
                 | TurnAdmitted()
                 | ToolCallChanged()
                 | SessionSnapshot()
+                | TurnQueued()
+                | TurnDequeued()
+                | QueuePaused()
+                | QueueResumed()
                 | UnknownEvent()
             ):
                 pass  # another turn's, or nothing a runner acts on
@@ -358,32 +371,20 @@ class Turn:
                 log.error("a background task of turn %s failed", self.turn_id, exc_info=error)
 
 
-async def _admit(
-    connection: Connection, runner_id: str, session_id: str, turn_id: str, lease_ttl: float | None
-) -> Turn:
-    request = pb.AdmitTurnRequest(
-        session=connection.session(session_id), turn_id=turn_id, runner_id=runner_id
-    )
-    if lease_ttl is not None:
-        request.lease_ttl.CopyFrom(convert.duration(lease_ttl))
-    sent_at = asyncio.get_running_loop().time()
-    admitted = await connection.call(connection.admission.AdmitTurn, request)
-    return Turn(connection, runner_id, admitted, sent_at)
-
-
 @asynccontextmanager
 async def run_turn(
-    connection: Connection, runner_id: str, session_id: str, turn_id: str, lease_ttl: float | None
+    connection: Connection, request: pb.AdmitTurnRequest, on_queued: OnQueued | None
 ) -> AsyncIterator[Turn]:
-    """Admits, runs the body inside the `turngate.turn` span, and reports the outcome once."""
+    """Admits (waiting in the queue if it must), runs the body inside the `turngate.turn` span,
+    and reports the outcome once."""
     attributes = {
         telemetry.PROJECT_ID: connection.project_id,
-        telemetry.SESSION_ID: session_id,
-        telemetry.TURN_ID: turn_id,
+        telemetry.SESSION_ID: request.session.session_id,
+        telemetry.TURN_ID: request.turn_id,
     }
     with connection.tracer.span(telemetry.TURN_SPAN, attributes) as span:
         try:
-            turn = await _admit(connection, runner_id, session_id, turn_id, lease_ttl)
+            turn = Turn(connection, request.runner_id, await admission.admit(connection, request, on_queued))
         except errors.TurngateError as refused:
             span.set_attribute(telemetry.REFUSAL, _why(refused))
             raise

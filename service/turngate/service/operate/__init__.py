@@ -1,8 +1,12 @@
 """The operator commands of `turngate`, built on the SDK (`turngate.client`):
 
-    turngate status SESSION                       phase, active turn, last settled turn
+    turngate status SESSION                       phase, active turn, last settled turn, queue
     turngate watch SESSION [--after SEQ] [--turn TURN]
     turngate stop SESSION [--expect TURN] [--force | --wait SECONDS] [--reason TEXT] [--request-id ID]
+                  [--queue pause|continue|clear]
+    turngate queue show SESSION                   waiting turns, head first; whether the queue is paused
+    turngate queue resume SESSION [--request-id ID]
+    turngate queue clear SESSION [--reason TEXT]  cancels the waiting turns; the active one runs on
     turngate turn show TURN --session SESSION     with its tool calls and interactions
     turngate turn list SESSION [--limit N]
     turngate sessions busy [--limit N]            sessions with an active turn, earliest deadline first

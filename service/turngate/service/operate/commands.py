@@ -30,6 +30,7 @@ from turngate.client import (
     NotAuthenticated,
     NotFound,
     PermissionDenied,
+    QueueAction,
     ServiceUnavailable,
     SessionSnapshot,
     StopResult,
@@ -212,6 +213,7 @@ async def watch(client: Client, args: argparse.Namespace) -> ExitCode:
 async def stop(client: Client, args: argparse.Namespace) -> ExitCode:
     gateway = client.gateway()
     settled: TurnRecord | None = None
+    queue = QueueAction[args.queue.upper()]
     if args.wait is None:
         result = await gateway.stop(
             args.session,
@@ -219,6 +221,7 @@ async def stop(client: Client, args: argparse.Namespace) -> ExitCode:
             force=args.force,
             request_id=args.request_id,
             reason=args.reason,
+            queue=queue,
         )
     else:
         request_id = args.request_id or uuid.uuid4().hex
@@ -226,12 +229,17 @@ async def stop(client: Client, args: argparse.Namespace) -> ExitCode:
         turn_id = args.expect or (active.turn_id if active is not None else "")
         if turn_id:
             settled = await gateway.stop_and_wait(
-                args.session, turn_id, force_after=args.wait, reason=args.reason, request_id=request_id
+                args.session,
+                turn_id,
+                force_after=args.wait,
+                reason=args.reason,
+                request_id=request_id,
+                queue=queue,
             )
         # With the same request id this returns the first answer and changes nothing (when
         # nothing was active, it is the Stop itself).
         result = await gateway.stop(
-            args.session, expected_turn_id=turn_id, request_id=request_id, reason=args.reason
+            args.session, expected_turn_id=turn_id, request_id=request_id, reason=args.reason, queue=queue
         )
     if args.json:
         print(render.json_line(render.stop_message(result)))
@@ -278,4 +286,33 @@ async def sessions_busy(client: Client, args: argparse.Namespace) -> ExitCode:
         lambda snapshot: render.busy_session(snapshot, now),
         f"no session of project {client.project_id} has an active turn",
     )
+    return ExitCode.OK
+
+
+async def queue_show(client: Client, args: argparse.Namespace) -> ExitCode:
+    snapshot = await client.get_session(args.session)
+    if args.json:  # one QueuedTurn a line, head first (the pause: `status --json`)
+        for waiting in snapshot.queue:
+            print(render.json_of(waiting))
+    else:
+        print("\n".join(render.queue(snapshot, _now())))
+    return ExitCode.OK
+
+
+async def queue_resume(client: Client, args: argparse.Namespace) -> ExitCode:
+    resumed = await client.gateway().resume_queue(args.session, request_id=args.request_id)
+    print(render.json_of(resumed) if args.json else render.resumed(resumed))
+    return ExitCode.OK
+
+
+async def queue_clear(client: Client, args: argparse.Namespace) -> ExitCode:
+    cleared = await client.gateway().clear_queue(args.session, reason=args.reason)
+    if cleared is not None:
+        print(
+            render.json_line(render.stop_message(cleared))
+            if args.json
+            else render.stop_result(cleared, _now())
+        )
+    elif not args.json:
+        print(f"no turns wait in {args.session}")
     return ExitCode.OK

@@ -9,7 +9,7 @@ from typing import TypeAlias, TypeVar
 from turngate.service.operate import commands
 from turngate.service.operate.exits import EPILOG
 
-COMMANDS = frozenset({"status", "watch", "stop", "turn", "sessions", "health"})
+COMMANDS = frozenset({"status", "watch", "stop", "queue", "turn", "sessions", "health"})
 """The `turngate` subcommands defined here (`run` them)."""
 
 N = TypeVar("N", int, float)
@@ -70,7 +70,8 @@ def _common() -> argparse.ArgumentParser:
 
 
 def add_commands(subcommands: Subcommands) -> None:
-    """Adds `status`, `watch`, `stop`, `turn show|list`, `sessions busy` and `health` to `subcommands`."""
+    """Adds `status`, `watch`, `stop`, `queue show|resume|clear`, `turn show|list`, `sessions busy`
+    and `health` to `subcommands`."""
     common = _common()
 
     def add(
@@ -109,6 +110,13 @@ def add_commands(subcommands: Subcommands) -> None:
     )
     stop.add_argument("--reason", default="", metavar="TEXT", help="shown to the runner and watchers")
     stop.add_argument("--request-id", metavar="ID", help="idempotency key: a retry returns the first answer")
+    stop.add_argument(
+        "--queue",
+        choices=["pause", "continue", "clear"],
+        default="pause",
+        help="what the session's queue does after the stopped turn: pause it (default), let it "
+        "continue, or clear it now",
+    )
     how = stop.add_mutually_exclusive_group()
     how.add_argument("--force", action="store_true", help="settle the turn CANCELLED now")
     how.add_argument(
@@ -117,6 +125,31 @@ def add_commands(subcommands: Subcommands) -> None:
         metavar="SECONDS",
         help="wait for the turn to settle; force it after SECONDS",
     )
+
+    queue = subcommands.add_parser("queue", help="a session's queue of waiting turns").add_subparsers(
+        dest="queue_command", metavar="COMMAND", required=True
+    )
+    queue_show = add(
+        queue,
+        "show",
+        "the turns waiting, head first, how long each has waited and when it expires, and whether "
+        "the queue is paused",
+        commands.queue_show,
+    )
+    queue_show.add_argument("session", metavar="SESSION")
+    queue_resume = add(
+        queue, "resume", "un-pause the queue: its head runs if no turn is active", commands.queue_resume
+    )
+    queue_resume.add_argument("session", metavar="SESSION")
+    queue_resume.add_argument("--request-id", metavar="ID", help="idempotency key")
+    queue_clear = add(
+        queue,
+        "clear",
+        "cancel every turn waiting in the queue; the active turn runs on",
+        commands.queue_clear,
+    )
+    queue_clear.add_argument("session", metavar="SESSION")
+    queue_clear.add_argument("--reason", default="", metavar="TEXT", help="shown to watchers")
 
     turn = subcommands.add_parser("turn", help="one turn, or a session's turns").add_subparsers(
         dest="turn_command", metavar="COMMAND", required=True

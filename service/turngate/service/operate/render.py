@@ -27,12 +27,18 @@ from turngate.client import (
     Interaction,
     InteractionChanged,
     Mismatch,
+    QueuedTurn,
+    QueuePaused,
+    QueueResumed,
+    ResumedQueue,
     SessionSnapshot,
     StopRequested,
     StopResult,
     ToolCall,
     ToolCallChanged,
     TurnAdmitted,
+    TurnDequeued,
+    TurnQueued,
     TurnRecord,
     TurnSettled,
     UnknownEvent,
@@ -118,6 +124,10 @@ def _deadline(label: str, at: datetime | None, now: datetime | None) -> Field:
     return f"{label} in", None if at is None else f"{(at - now).total_seconds():.1f}s"
 
 
+def _seconds(value: float | None) -> str | None:
+    return None if value is None else f"{value:.1f}s"
+
+
 def _ids(ids: Sequence[str]) -> str | None:
     return ",".join(ids) or None
 
@@ -154,7 +164,20 @@ def session(snapshot: SessionSnapshot) -> Fields:
         ("seq", str(snapshot.seq)),
         ("active", snapshot.active.turn_id if snapshot.active else None),
         ("last settled", snapshot.last_settled.turn_id if snapshot.last_settled else None),
+        ("queued", str(len(snapshot.queue)) if snapshot.queue else None),
+        ("queue paused by", snapshot.queue_paused_by or None),
         ("resync", _yes(snapshot.resync)),
+    ]
+
+
+def queued(turn: QueuedTurn, now: datetime | None = None) -> Fields:
+    """A turn waiting in the queue; with `now`, how long it has waited so far."""
+    return [
+        ("position", str(turn.position)),
+        ("turn", turn.turn_id),
+        ("runner", turn.runner_id),
+        ("waited", None if now is None else _seconds((now - turn.queued_at).total_seconds())),
+        _deadline("expires", turn.expires_at, now),
     ]
 
 
@@ -204,9 +227,15 @@ def event(item: Event) -> str:
     fields: Fields
     match item.body:
         case SessionSnapshot() as snapshot:
-            fields = _only(session(snapshot), "phase", "active", "last settled", "resync")
-        case TurnAdmitted(turn=admitted):
-            fields = _only(turn(admitted), "turn", "runner", "generation", "lease expires at")
+            fields = _only(
+                session(snapshot), "phase", "active", "last settled", "queued", "queue paused by", "resync"
+            )
+        case TurnAdmitted(turn=admitted, from_queue=from_queue, waited=waited):
+            fields = [
+                *_only(turn(admitted), "turn", "runner", "generation", "lease expires at"),
+                ("from queue", _yes(from_queue)),
+                ("waited", _seconds(waited)),
+            ]
         case StopRequested() as stop:
             fields = stop_requested(stop)
         case ToolCallChanged(turn_id=turn_id, tool_call=call):
@@ -215,6 +244,26 @@ def event(item: Event) -> str:
             fields = [("turn", turn_id), *_only(interaction(changed), *_CHANGED)]
         case TurnSettled() as settled:
             fields = turn_settled(settled)
+        case TurnQueued(turn=joined, position=position):
+            fields = [
+                ("turn", joined.turn_id),
+                ("runner", joined.runner_id),
+                ("position", str(position)),
+                ("expires at", _iso(joined.expires_at)),
+            ]
+        case TurnDequeued() as left:
+            fields = [
+                ("turn", left.turn_id),
+                ("runner", left.runner_id),
+                ("outcome", _enum(left.outcome)),
+                ("cleared", _yes(left.cleared)),
+                ("reason", left.reason or None),
+                ("waited", _seconds(left.waited)),
+            ]
+        case QueuePaused(turn_id=turn_id, outcome=outcome):
+            fields = [("by", turn_id), ("outcome", _enum(outcome))]
+        case QueueResumed(turn_id=turn_id):
+            fields = [("paused by", turn_id)]
         case UnknownEvent():
             fields = []
         case _:
@@ -242,6 +291,8 @@ def stop_result(result: StopResult, now: datetime) -> str:
                 ("before start", _yes(result.before_start)),
                 ("cancelled interactions", _ids(result.cancelled_interaction_ids)),
                 _deadline("stop deadline", result.stop_deadline, now),
+                ("queued", _yes(result.queued)),
+                ("cleared", _ids(result.cleared_turn_ids)),
             ]
         case Mismatch():
             fields = [
@@ -262,6 +313,12 @@ def stop_result(result: StopResult, now: datetime) -> str:
     return f"{type(result).__name__.lower()}  {line(fields)}".rstrip()
 
 
+def resumed(result: ResumedQueue) -> str:
+    """One line: the turn ResumeQueue admitted, if any, and those still waiting."""
+    waiting = _ids([turn.turn_id for turn in result.queue])
+    return f"resumed  {line([('admitted', result.admitted_turn_id or None), ('waiting', waiting)])}".rstrip()
+
+
 def settlement(record: TurnRecord) -> str:
     """One line: how a turn settled."""
     return f"settled  {line(_only(turn(record), *_SETTLED, 'settled at'))}"
@@ -275,7 +332,22 @@ def status(snapshot: SessionSnapshot, now: datetime) -> list[str]:
     for title, record in (("active turn", snapshot.active), ("last settled turn", snapshot.last_settled)):
         if record is not None:
             lines += ["", title, *block(turn(record, now), indent="  ")]
+    if snapshot.queue:
+        lines += ["", "queue", *queue_table(snapshot, now, indent="  ")]
     return lines
+
+
+def queue(snapshot: SessionSnapshot, now: datetime) -> list[str]:
+    """The session's queue, head first, under what holds it: the active turn and who paused it."""
+    fields = _only(session(snapshot), "session", "phase", "active", "queued", "queue paused by")
+    waiting = (
+        queue_table(snapshot, now) if snapshot.queue else [f"no turns wait in {snapshot.session.session_id}"]
+    )
+    return [*block(fields), "", *waiting]
+
+
+def queue_table(snapshot: SessionSnapshot, now: datetime, indent: str = "") -> list[str]:
+    return [f"{indent}{row}" for row in table([queued(waiting, now) for waiting in snapshot.queue])]
 
 
 def turn_detail(record: TurnRecord, now: datetime) -> list[str]:
