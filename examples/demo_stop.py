@@ -19,6 +19,8 @@ from turngate.client import Cancelled, Client, Idle, Mismatch, StopResult
 
 def describe(answer: StopResult) -> str:
     match answer:
+        case Cancelled(queued=True):
+            return f"cancelled while queued: {', '.join(answer.cancelled_turn_ids)} will not run"
         case Cancelled(before_start=True):
             return f"cancelled before it started: {', '.join(answer.cancelled_turn_ids)} will be refused"
         case Cancelled(settled=True):

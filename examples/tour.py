@@ -1,4 +1,5 @@
-"""A five-minute tour of turngate: admission, a busy refusal, a guarded Stop and a live watch.
+"""A five-minute tour of turngate: admission, a busy refusal, a guarded Stop, a live watch, and
+two messages waiting in the session's queue while a Stop pauses it.
 
 Run `turngate serve` in one terminal, then `python examples/tour.py` in another
 (or `python examples/tour.py HOST:PORT`). It plays a runner, a gateway and a watcher, with the
@@ -12,7 +13,7 @@ import sys
 import uuid
 from datetime import timedelta
 
-from turngate.client import Cancelled, Client, Mismatch, SessionBusy, Turn
+from turngate.client import AdmissionMode, Cancelled, Client, Mismatch, QueuedTurn, SessionBusy, Turn
 
 
 def say(step: str) -> None:
@@ -30,6 +31,18 @@ async def search(turn: Turn, opened: asyncio.Event) -> None:
     async with turn.tool_call("call-1", "search"):
         opened.set()
         await asyncio.sleep(3600)
+
+
+async def queued_message(client: Client, session_id: str, turn_id: str, queued: asyncio.Event) -> None:
+    """A runner whose turn waits in the session's queue, then runs (and completes) once admitted."""
+
+    def place(waiting: QueuedTurn) -> None:
+        print(f"   {turn_id} waits at position {waiting.position}")
+        queued.set()
+
+    runner = client.runner(f"runner-{turn_id}")
+    async with runner.turn(session_id, turn_id, mode=AdmissionMode.ENQUEUE, on_queued=place) as turn:
+        print(f"   {turn_id} runs, admitted from the queue (generation {turn.generation})")
 
 
 async def tour(target: str) -> None:
@@ -77,6 +90,25 @@ async def tour(target: str) -> None:
         say("turn-1's history: the tool call left open by the Stop was closed INTERRUPTED")
         for tool_call in (await client.get_turn(session_id, "turn-1")).tool_calls:
             print(f"   {tool_call.call_id} {tool_call.status.proto_name}")
+
+        say("two messages arrive while turn-3 runs: with ENQUEUE they wait, first in first out")
+        async with client.runner("runner-a").turn(session_id, "turn-3") as turn:
+            waiting = []
+            for turn_id in ("turn-4", "turn-5"):
+                queued = asyncio.Event()
+                waiting.append(asyncio.create_task(queued_message(client, session_id, turn_id, queued)))
+                await queued.wait()
+
+            say("the user presses Stop on turn-3: its end pauses the queue, so nothing starts unasked")
+            await gateway.stop(session_id, expected_turn_id="turn-3", reason="user")
+            await turn.stop_requested.wait()
+        paused = await client.get_session(session_id)
+        print(f"   queue_paused_by={paused.queue_paused_by} queue={[q.turn_id for q in paused.queue]}")
+
+        say("the user resumes the queue: turn-4 runs, and when it completes turn-5 follows")
+        resumed = await gateway.resume_queue(session_id)
+        print(f"   resumed: admitted={resumed.admitted_turn_id}")
+        await asyncio.gather(*waiting)
 
         await asyncio.sleep(0.2)
         watcher.cancel()

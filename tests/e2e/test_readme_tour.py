@@ -12,7 +12,7 @@ from turngate.service.server import TurngateServer
 TOUR = Path(__file__).resolve().parents[2] / "examples" / "tour.py"
 
 
-async def test_readme_tour_shows_busy_refusal_guarded_stop_and_interrupted_call(
+async def test_readme_tour_shows_busy_refusal_guarded_stop_interrupted_call_and_a_paused_queue(
     server: TurngateServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec = importlib.util.spec_from_file_location("tour", TOUR)
@@ -32,5 +32,11 @@ async def test_readme_tour_shows_busy_refusal_guarded_stop_and_interrupted_call(
         "mismatch: current=turn-2",
         "call-1 TOOL_CALL_STATUS_INTERRUPTED",
         "[watch] seq=5 turn_settled",
+        "turn-4 waits at position 1",
+        "turn-5 waits at position 2",
+        "queue_paused_by=turn-3 queue=['turn-4', 'turn-5']",
+        "resumed: admitted=turn-4",
+        "turn-4 runs, admitted from the queue",
+        "turn-5 runs, admitted from the queue",
     ):
         assert line in printed
