@@ -55,6 +55,11 @@ class Latency:
         return self.cpu[role] / self.n * US
 
 
+async def client_cpu() -> float:
+    """A CpuMeter of this process (the bench client)."""
+    return time.process_time()
+
+
 async def cpu_now(meters: Mapping[str, CpuMeter]) -> dict[str, float]:
     """What each meter reads now, by role."""
     return {role: await meter() for role, meter in meters.items()}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -36,6 +38,11 @@ class Target:
     @property
     def passed(self) -> bool:
         return self.measured >= self.limit if self.at_least else self.measured <= self.limit
+
+
+def progress(message: str) -> None:
+    """A timestamped line on stderr, while the tables wait for the end of the run on stdout."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
