@@ -25,6 +25,7 @@ import functools
 import itertools
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -255,6 +256,8 @@ class Contender:
     # The same call on the code before the queue.
     before: str | None = None
     samples: list[float] = field(default_factory=list)
+    # Each round's p50 (ms), for ratios paired round by round.
+    round_p50s: list[float] = field(default_factory=list)
     cpu: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     def meters(self) -> dict[str, CpuMeter]:
@@ -268,12 +271,19 @@ class Contender:
     async def run(self, calls: int, warmup: int) -> None:
         latency = await sequential(self.calls, calls, warmup, self.meters())
         self.samples += latency.samples
+        self.round_p50s.append(latency.p50)
         for role, seconds in latency.cpu.items():
             self.cpu[role] += seconds
 
     @property
     def latency(self) -> Latency:
         return Latency(self.samples, dict(self.cpu))
+
+
+def paired(row: Contender, other: Contender) -> list[float]:
+    """`row`'s p50 over `other`'s, round by round (the two ran one after the other in each round,
+    so drift on the machine that spans a round touches both alike), sorted."""
+    return sorted(a / b for a, b in zip(row.round_p50s, other.round_p50s, strict=True))
 
 
 ADMIT, ADMIT_BEFORE = "AdmitTurn, no mode", "before: AdmitTurn, no mode"
@@ -313,11 +323,16 @@ def floor_method_calls(servers: Servers) -> Iterator[Call]:
 
 def admission_table(rows: Sequence[Contender]) -> str:
     empty, floor = rows[0].latency, rows[1].latency
-    by_name = {row.name: row.latency for row in rows}
+    by_name = {row.name: row for row in rows}
+
+    def against_before(row: Contender) -> str:
+        if row.before is None:
+            return "-"
+        ratios = paired(row, by_name[row.before])
+        return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
 
     def line(row: Contender) -> list[str]:
         lat = row.latency
-        before = by_name[row.before].p50 if row.before else None
         return [
             row.name,
             str(lat.n),
@@ -326,12 +341,12 @@ def admission_table(rows: Sequence[Contender]) -> str:
             fmt_times(lat.p50 / floor.p50),
             fmt_times(lat.p99 / floor.p99),
             fmt_times(lat.p50 / empty.p50),
-            fmt_times(lat.p50 / before) if before else "-",
+            against_before(row),
             f"{lat.cpu_us_per_call('server'):.0f}",
         ]
 
     headers = ["1 caller, sequential", "n", "p50 ms", "p99 ms", "p50/floor", "p99/floor", "p50/empty"]
-    headers += ["p50/before", "server CPU us/call"]
+    headers += ["p50/before: median of rounds (range)", "server CPU us/call"]
     return table("REJECT admission, before and after the queue", headers, [line(row) for row in rows])
 
 
@@ -438,17 +453,22 @@ def targets(store: str, rows: Sequence[Contender], before_commit: str) -> list[T
     """REJECT admission against the issue-12 target of its store, and against the code before the
     queue in this run."""
     limit = EMBEDDED_ADMIT_P50_TARGET if store == "embedded" else REDIS_ADMIT_P50_TARGET
-    by_name = {row.name: row.latency for row in rows}
+    by_name = {row.name: row for row in rows}
     floor = rows[1].latency.p50
     found = [
-        Target(f"{store}: REJECT AdmitTurn p50 / floor p50 ({mode})", by_name[name].p50 / floor, limit, "x")
+        Target(
+            f"{store}: REJECT AdmitTurn p50 / floor p50 ({mode})",
+            by_name[name].latency.p50 / floor,
+            limit,
+            "x",
+        )
         for mode, name in (("no mode", ADMIT), ("mode=REJECT", REJECT))
     ]
     if before_commit:
         found += [
             Target(
                 f"{store}: {what} p50, this code / before the queue ({before_commit})",
-                by_name[name].p50 / by_name[before].p50,
+                statistics.median(paired(by_name[name], by_name[before])),
                 BEFORE_AFTER_TARGET,
                 "x",
             )
