@@ -53,7 +53,7 @@ from environment import (
     machine_facts,
 )
 from floor_server import EMPTY, REDIS_GET
-from measure import Call, CpuMeter, Latency, client_cpu, sequential
+from measure import Call, CpuMeter, Latency, in_turn
 from redis_mode import ADMIT_P50_TARGET as REDIS_ADMIT_P50_TARGET
 from redis_mode import STANDALONE_REDIS
 from report import Target, facts_lines, fmt_ms, fmt_times, progress, table, target_table
@@ -248,7 +248,8 @@ async def refusals(stubs: Stubs, name: str) -> Iterator[Call]:
 
 @dataclass
 class Contender:
-    """One row: endless calls to one server, timed a slice at a time over the rounds."""
+    """One row: endless calls to one server, timed a slice at a time over the rounds (alone, or in
+    turn with its pair, the same call on the code before the queue)."""
 
     name: str
     server: Endpoint
@@ -266,10 +267,9 @@ class Contender:
         async def server_cpu() -> float:
             return cpu_seconds(pid)
 
-        return {"server": server_cpu, "client": client_cpu}
+        return {"server": server_cpu}
 
-    async def run(self, calls: int, warmup: int) -> None:
-        latency = await sequential(self.calls, calls, warmup, self.meters())
+    def record(self, latency: Latency) -> None:
         self.samples += latency.samples
         self.round_p50s.append(latency.p50)
         for role, seconds in latency.cpu.items():
@@ -280,9 +280,15 @@ class Contender:
         return Latency(self.samples, dict(self.cpu))
 
 
+async def run_slice(unit: Sequence[Contender], calls: int, warmup: int) -> None:
+    """A round's slice of one contender, or of a pair in turn (a call of each, then again)."""
+    latencies = await in_turn([row.calls for row in unit], calls, warmup, [row.meters() for row in unit])
+    for row, latency in zip(unit, latencies, strict=True):
+        row.record(latency)
+
+
 def paired(row: Contender, other: Contender) -> list[float]:
-    """`row`'s p50 over `other`'s, round by round (the two ran one after the other in each round,
-    so drift on the machine that spans a round touches both alike), sorted."""
+    """`row`'s p50 over `other`'s, round by round, sorted."""
     return sorted(a / b for a, b in zip(row.round_p50s, other.round_p50s, strict=True))
 
 
@@ -291,26 +297,25 @@ REJECT, ENQUEUE = "AdmitTurn, mode=REJECT", "AdmitTurn, mode=ENQUEUE (idle)"
 REFUSED, REFUSED_BEFORE = "AdmitTurn refused (in use), no mode", "before: AdmitTurn refused (in use)"
 
 
-async def contenders(servers: Servers) -> list[Contender]:
-    """The floor's two calls first, then turngate's, each of this code after the same call of the
-    code before the queue (if measured)."""
+async def contenders(servers: Servers) -> list[list[Contender]]:
+    """The units a round times: the floor's two calls, then turngate's, AdmitTurn with no mode and
+    the refusal each in turn with the same call on the code before the queue (if measured)."""
     now, before = servers.now, servers.before
-    rows = [
-        Contender("floor: empty gRPC call", servers.floor, floor_calls(servers.floor.channel, EMPTY)),
-        Contender(f"floor: {servers.floor_name}", servers.floor, floor_method_calls(servers)),
+    admit = Contender(ADMIT, now, Caller(now.stubs, "unset").admits())
+    refusal = Contender(REFUSED, now, await refusals(now.stubs, "now"))
+    units = [
+        [Contender("floor: empty gRPC call", servers.floor, floor_calls(servers.floor.channel, EMPTY))],
+        [Contender(f"floor: {servers.floor_name}", servers.floor, floor_method_calls(servers))],
+        [admit],
+        [Contender(REJECT, now, Caller(now.stubs, "reject", pb.ADMISSION_MODE_REJECT).admits())],
+        [Contender(ENQUEUE, now, Caller(now.stubs, "enqueue", pb.ADMISSION_MODE_ENQUEUE).admits())],
+        [refusal],
     ]
     if before is not None:
-        rows.append(Contender(ADMIT_BEFORE, before, Caller(before.stubs, "before").admits()))
-    admit_before = ADMIT_BEFORE if before else None
-    rows += [
-        Contender(ADMIT, now, Caller(now.stubs, "unset").admits(), admit_before),
-        Contender(REJECT, now, Caller(now.stubs, "reject", pb.ADMISSION_MODE_REJECT).admits(), admit_before),
-        Contender(ENQUEUE, now, Caller(now.stubs, "enqueue", pb.ADMISSION_MODE_ENQUEUE).admits()),
-    ]
-    if before is not None:
-        rows.append(Contender(REFUSED_BEFORE, before, await refusals(before.stubs, "before")))
-    rows.append(Contender(REFUSED, now, await refusals(now.stubs, "now"), REFUSED_BEFORE if before else None))
-    return rows
+        units[2].insert(0, Contender(ADMIT_BEFORE, before, Caller(before.stubs, "before").admits()))
+        units[5].insert(0, Contender(REFUSED_BEFORE, before, await refusals(before.stubs, "before")))
+        admit.before, refusal.before = ADMIT_BEFORE, REFUSED_BEFORE
+    return units
 
 
 def floor_method_calls(servers: Servers) -> Iterator[Call]:
@@ -481,16 +486,15 @@ def targets(store: str, rows: Sequence[Contender], before_commit: str) -> list[T
 
 
 async def measure(opts: Options, servers: Servers) -> tuple[list[Contender], PromotionResults]:
-    rows = await contenders(servers)
-    # Each round starts with another contender, so none is always first after the drain; never
-    # between a call on the code before the queue and the same call on this code, its pair.
-    starts = [i for i, row in enumerate(rows) if i == 0 or rows[i - 1].name != row.before]
+    units = await contenders(servers)
     for r in range(opts.rounds):
         progress(f"REJECT admission, round {r + 1} of {opts.rounds}")
-        start = starts[r % len(starts)]
-        for row in rows[start:] + rows[:start]:
+        # Each round starts with another unit, so none is always first after the drain.
+        start = r % len(units)
+        for unit in units[start:] + units[:start]:
             await servers.drain()
-            await row.run(opts.calls, opts.warmup)
+            await run_slice(unit, opts.calls, opts.warmup)
+    rows = [row for unit in units for row in unit]
     results = PromotionResults()
     stubs = servers.now.stubs
     per_round = max(1, opts.promotions // opts.rounds)

@@ -86,6 +86,29 @@ async def sequential(
     return Latency(samples, cpu_used(before, await cpu_now(meters or {})))
 
 
+async def in_turn(
+    callers: Sequence[Iterator[Call]], n: int, warmup: int, meters: Sequence[Mapping[str, CpuMeter]]
+) -> list[Latency]:
+    """One caller making the calls of each of `callers` in turn, one call of each then again:
+    `warmup` untimed turns, then `n` timed. Their latencies, in order, each with what its meters
+    read meanwhile (so each caller's meters should meter a process only that caller uses). Drift on
+    the machine touches them all alike, to the millisecond, as sequential runs one after the other
+    cannot."""
+    for _ in range(warmup):
+        for calls in callers:
+            await next(calls)()
+    before = [await cpu_now(m) for m in meters]
+    samples: list[list[float]] = [[] for _ in callers]
+    for _ in range(n):
+        for calls, timed in zip(callers, samples, strict=True):
+            call = next(calls)
+            start = time.perf_counter()
+            await call()
+            timed.append(time.perf_counter() - start)
+    after = [await cpu_now(m) for m in meters]
+    return [Latency(timed, cpu_used(b, a)) for timed, b, a in zip(samples, before, after, strict=True)]
+
+
 async def _drive(calls: Iterator[Call], deadline: float) -> int:
     done = 0
     for call in calls:
