@@ -254,8 +254,11 @@ class Contender:
     name: str
     server: Endpoint
     calls: Iterator[Call]
-    # The same call on the code before the queue.
+    # The same call on the code before the queue, timed in turn with this one.
     before: str | None = None
+    # Timed in turn with another server's calls: slower than alone (each server waits between
+    # calls), so compared only with its pair, not with the floors.
+    in_turn: bool = False
     samples: list[float] = field(default_factory=list)
     # Each round's p50 (ms), for ratios paired round by round.
     round_p50s: list[float] = field(default_factory=list)
@@ -292,30 +295,38 @@ def paired(row: Contender, other: Contender) -> list[float]:
     return sorted(a / b for a, b in zip(row.round_p50s, other.round_p50s, strict=True))
 
 
-ADMIT, ADMIT_BEFORE = "AdmitTurn, no mode", "before: AdmitTurn, no mode"
-REJECT, ENQUEUE = "AdmitTurn, mode=REJECT", "AdmitTurn, mode=ENQUEUE (idle)"
-REFUSED, REFUSED_BEFORE = "AdmitTurn refused (in use), no mode", "before: AdmitTurn refused (in use)"
+ADMIT, REJECT = "AdmitTurn, no mode", "AdmitTurn, mode=REJECT"
+ENQUEUE, REFUSED = "AdmitTurn, mode=ENQUEUE (idle)", "AdmitTurn refused (in use)"
+# Timed in turn, this code's and the code before the queue's: AdmitTurn with no mode, the refusal.
+ADMIT_NOW, ADMIT_BEFORE = "in turn, this code: AdmitTurn, no mode", "in turn, before: AdmitTurn, no mode"
+REFUSED_NOW, REFUSED_BEFORE = "in turn, this code: AdmitTurn refused", "in turn, before: AdmitTurn refused"
 
 
 async def contenders(servers: Servers) -> list[list[Contender]]:
-    """The units a round times: the floor's two calls, then turngate's, AdmitTurn with no mode and
-    the refusal each in turn with the same call on the code before the queue (if measured)."""
+    """The units a round times: the floor's two calls and turngate's, each alone; then (if the
+    code before the queue is measured) AdmitTurn with no mode and the refusal, each in turn with
+    the same call on the code before the queue (otherwise the refusal alone)."""
     now, before = servers.now, servers.before
-    admit = Contender(ADMIT, now, Caller(now.stubs, "unset").admits())
-    refusal = Contender(REFUSED, now, await refusals(now.stubs, "now"))
     units = [
         [Contender("floor: empty gRPC call", servers.floor, floor_calls(servers.floor.channel, EMPTY))],
         [Contender(f"floor: {servers.floor_name}", servers.floor, floor_method_calls(servers))],
-        [admit],
+        [Contender(ADMIT, now, Caller(now.stubs, "unset").admits())],
         [Contender(REJECT, now, Caller(now.stubs, "reject", pb.ADMISSION_MODE_REJECT).admits())],
         [Contender(ENQUEUE, now, Caller(now.stubs, "enqueue", pb.ADMISSION_MODE_ENQUEUE).admits())],
-        [refusal],
     ]
-    if before is not None:
-        units[2].insert(0, Contender(ADMIT_BEFORE, before, Caller(before.stubs, "before").admits()))
-        units[5].insert(0, Contender(REFUSED_BEFORE, before, await refusals(before.stubs, "before")))
-        admit.before, refusal.before = ADMIT_BEFORE, REFUSED_BEFORE
-    return units
+    if before is None:
+        return [*units, [Contender(REFUSED, now, await refusals(now.stubs, "now"))]]
+    return [
+        *units,
+        [
+            Contender(ADMIT_BEFORE, before, Caller(before.stubs, "before").admits(), in_turn=True),
+            Contender(ADMIT_NOW, now, Caller(now.stubs, "paired").admits(), ADMIT_BEFORE, in_turn=True),
+        ],
+        [
+            Contender(REFUSED_BEFORE, before, await refusals(before.stubs, "before"), in_turn=True),
+            Contender(REFUSED_NOW, now, await refusals(now.stubs, "now"), REFUSED_BEFORE, in_turn=True),
+        ],
+    ]
 
 
 def floor_method_calls(servers: Servers) -> Iterator[Call]:
@@ -338,14 +349,13 @@ def admission_table(rows: Sequence[Contender]) -> str:
 
     def line(row: Contender) -> list[str]:
         lat = row.latency
+        floors = [lat.p50 / floor.p50, lat.p99 / floor.p99, lat.p50 / empty.p50]
         return [
             row.name,
             str(lat.n),
             fmt_ms(lat.p50),
             fmt_ms(lat.p99),
-            fmt_times(lat.p50 / floor.p50),
-            fmt_times(lat.p99 / floor.p99),
-            fmt_times(lat.p50 / empty.p50),
+            *(["-"] * len(floors) if row.in_turn else [fmt_times(ratio) for ratio in floors]),
             against_before(row),
             f"{lat.cpu_us_per_call('server'):.0f}",
         ]
@@ -478,8 +488,8 @@ def targets(store: str, rows: Sequence[Contender], before_commit: str) -> list[T
                 "x",
             )
             for what, name, before in (
-                ("REJECT AdmitTurn", ADMIT, ADMIT_BEFORE),
-                ("AdmitTurn refused", REFUSED, REFUSED_BEFORE),
+                ("REJECT AdmitTurn", ADMIT_NOW, ADMIT_BEFORE),
+                ("AdmitTurn refused", REFUSED_NOW, REFUSED_BEFORE),
             )
         ]
     return found
