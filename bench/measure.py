@@ -89,22 +89,24 @@ async def sequential(
 async def in_turn(
     callers: Sequence[Iterator[Call]], n: int, warmup: int, meters: Sequence[Mapping[str, CpuMeter]]
 ) -> list[Latency]:
-    """One caller making the calls of each of `callers` in turn, one call of each then again:
-    `warmup` untimed turns, then `n` timed. Their latencies, in order, each with what its meters
-    read meanwhile (so each caller's meters should meter a process only that caller uses). Drift on
-    the machine touches them all alike, to the millisecond, as sequential runs one after the other
-    cannot."""
-    for _ in range(warmup):
-        for calls in callers:
-            await next(calls)()
+    """One caller making the calls of each of `callers` in turn, one call of each then again (each
+    turn starting with the next caller, so none is always first): `warmup` untimed turns, then `n`
+    timed. Their latencies, in order, each with what its meters read meanwhile (so each caller's
+    meters should meter a process only that caller uses). Drift on the machine touches them all
+    alike, to the millisecond, as sequential runs one after the other cannot."""
+    count = len(callers)
+    for turn in range(warmup):
+        for k in range(count):
+            await next(callers[(turn + k) % count])()
     before = [await cpu_now(m) for m in meters]
     samples: list[list[float]] = [[] for _ in callers]
-    for _ in range(n):
-        for calls, timed in zip(callers, samples, strict=True):
-            call = next(calls)
+    for turn in range(n):
+        for k in range(count):
+            which = (turn + k) % count
+            call = next(callers[which])
             start = time.perf_counter()
             await call()
-            timed.append(time.perf_counter() - start)
+            samples[which].append(time.perf_counter() - start)
     after = [await cpu_now(m) for m in meters]
     return [Latency(timed, cpu_used(b, a)) for timed, b, a in zip(samples, before, after, strict=True)]
 
