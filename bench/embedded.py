@@ -33,8 +33,8 @@ from turngate.v1 import turngate_pb2 as pb
 
 from environment import cpu_seconds, load_average
 from floor_server import EMPTY
-from measure import Call, CpuMeter, Latency, Throughput, concurrent, sequential
-from report import Measured, Target, latency_table, table, target_table, throughput_table
+from measure import Call, CpuMeter, Latency, Throughput, client_cpu, concurrent, sequential
+from report import Measured, Target, latency_table, progress, table, target_table, throughput_table
 from rpcs import Caller, floor_calls, session
 from servers import HERE, SERVE_FLAGS, TURNGATE, Endpoint, floor_answers, launch, turngate_serving
 from sqlite_floor import SQLITE_WRITE
@@ -80,14 +80,6 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     return Options(**vars(parser.parse_args(argv)))
 
 
-def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-async def _client_cpu() -> float:
-    return time.process_time()
-
-
 def floor_writes(channel: grpc.aio.Channel, name: str) -> Iterator[Call]:
     """Endless floor writes, each of a new row (`name-0`, `name-1`…), as each AdmitTurn of a
     caller is of a new session."""
@@ -104,7 +96,7 @@ class Bench:
         async def server_cpu() -> float:
             return cpu_seconds(server.pid)
 
-        return {"server": server_cpu, "client": _client_cpu}
+        return {"server": server_cpu, "client": client_cpu}
 
     async def _one_caller(self, calls: Iterator[Call], server: Endpoint) -> Latency:
         return await sequential(calls, self.opts.calls, self.opts.warmup, self.meters(server))

@@ -49,7 +49,7 @@ from environment import (
 from fanout_floor import PUBLISH, READY, WATCH
 from idle_watchers import raise_fd_limit
 from measure import Latency
-from report import Target, table, target_table
+from report import Target, progress, table, target_table
 from rpcs import Stubs, admit, session
 from servers import HERE, SERVE_FLAGS, TURNGATE, turngate_serving
 from servers import launch as launch_endpoint
@@ -104,10 +104,6 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     if args.events % args.rounds:
         parser.error("--events must be a multiple of --rounds")
     return Options(**vars(args))
-
-
-def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True, slots=True)

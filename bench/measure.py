@@ -55,6 +55,11 @@ class Latency:
         return self.cpu[role] / self.n * US
 
 
+async def client_cpu() -> float:
+    """A CpuMeter of this process (the bench client)."""
+    return time.process_time()
+
+
 async def cpu_now(meters: Mapping[str, CpuMeter]) -> dict[str, float]:
     """What each meter reads now, by role."""
     return {role: await meter() for role, meter in meters.items()}
@@ -79,6 +84,31 @@ async def sequential(
     if len(samples) < n:
         raise RuntimeError(f"the caller ran out of calls after {len(samples)} of {n}")
     return Latency(samples, cpu_used(before, await cpu_now(meters or {})))
+
+
+async def in_turn(
+    callers: Sequence[Iterator[Call]], n: int, warmup: int, meters: Sequence[Mapping[str, CpuMeter]]
+) -> list[Latency]:
+    """One caller making the calls of each of `callers` in turn, one call of each then again (each
+    turn starting with the next caller, so none is always first): `warmup` untimed turns, then `n`
+    timed. Their latencies, in order, each with what its meters read meanwhile (so each caller's
+    meters should meter a process only that caller uses). Drift on the machine touches them all
+    alike, to the millisecond, as sequential runs one after the other cannot."""
+    count = len(callers)
+    for turn in range(warmup):
+        for k in range(count):
+            await next(callers[(turn + k) % count])()
+    before = [await cpu_now(m) for m in meters]
+    samples: list[list[float]] = [[] for _ in callers]
+    for turn in range(n):
+        for k in range(count):
+            which = (turn + k) % count
+            call = next(callers[which])
+            start = time.perf_counter()
+            await call()
+            samples[which].append(time.perf_counter() - start)
+    after = [await cpu_now(m) for m in meters]
+    return [Latency(timed, cpu_used(b, a)) for timed, b, a in zip(samples, before, after, strict=True)]
 
 
 async def _drive(calls: Iterator[Call], deadline: float) -> int:

@@ -15,7 +15,6 @@ import contextlib
 import signal
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack
@@ -40,8 +39,17 @@ from environment import (
     redis_cpu_seconds,
 )
 from floor_server import EMPTY, REDIS_GET, WRITE_WAIT
-from measure import Call, CpuMeter, Latency, Throughput, concurrent, sequential
-from report import Measured, Target, facts_lines, latency_table, push_table, target_table, throughput_table
+from measure import Call, CpuMeter, Latency, Throughput, client_cpu, concurrent, sequential
+from report import (
+    Measured,
+    Target,
+    facts_lines,
+    latency_table,
+    progress,
+    push_table,
+    target_table,
+    throughput_table,
+)
 from rpcs import Caller, Stubs, floor_calls
 from servers import Endpoint, Run, drain_ledger, start_servers
 from topologies import KINDS, Kind, Topology, cpu_of
@@ -145,14 +153,6 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     return Options(**vars(args))
 
 
-def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-async def _client_cpu() -> float:
-    return time.process_time()
-
-
 @dataclass
 class Bench:
     opts: Options
@@ -176,7 +176,7 @@ class Bench:
 
         return {
             "server": server_cpu,
-            "client": _client_cpu,
+            "client": client_cpu,
             **self._redis_meters(),
             "ledger pg": postgres_cpu,
         }

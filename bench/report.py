@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -38,6 +40,11 @@ class Target:
         return self.measured >= self.limit if self.at_least else self.measured <= self.limit
 
 
+def progress(message: str) -> None:
+    """A timestamped line on stderr, while the tables wait for the end of the run on stdout."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
 def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A titled table: first column left-aligned, the others right-aligned."""
     widths = [max(len(row[i]) for row in (headers, *rows)) for i in range(len(headers))]
@@ -52,11 +59,11 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> 
     return "\n".join([title, rule, line(headers), rule, *(line(row) for row in rows), ""])
 
 
-def _ms(value: float) -> str:
+def fmt_ms(value: float) -> str:
     return f"{value:.3f}" if value < 10 else f"{value:.1f}"
 
 
-def _times(value: float) -> str:
+def fmt_times(value: float) -> str:
     return f"{value:.2f}x"
 
 
@@ -70,11 +77,11 @@ def latency_table(
         return [
             m.name,
             str(lat.n),
-            _ms(lat.p50),
-            _ms(lat.p99),
-            _times(lat.p50 / floor_redis.latency.p50),
-            _times(lat.p99 / floor_redis.latency.p99),
-            _times(lat.p50 / floor_empty.latency.p50),
+            fmt_ms(lat.p50),
+            fmt_ms(lat.p99),
+            fmt_times(lat.p50 / floor_redis.latency.p50),
+            fmt_times(lat.p99 / floor_redis.latency.p99),
+            fmt_times(lat.p50 / floor_empty.latency.p50),
             f"{lat.cpu_us_per_call('server'):.0f}",
         ]
 
@@ -98,8 +105,8 @@ def throughput_table(
         return [
             m.name,
             f"{rate:,.0f}",
-            _times(rate / floor_redis.throughput.per_s),
-            _times(rate / floor_empty.throughput.per_s),
+            fmt_times(rate / floor_redis.throughput.per_s),
+            fmt_times(rate / floor_empty.throughput.per_s),
             *cpu,
         ]
 
@@ -114,7 +121,7 @@ def push_table(pushes: Sequence[tuple[str, Latency]]) -> str:
 
     def row(name: str, lat: Latency) -> list[str]:
         cpu = [f"{lat.cpu_us_per_call(role):.0f}" if role in lat.cpu else "-" for role in roles]
-        return [name, str(lat.n), _ms(lat.p50), _ms(lat.p99), _ms(lat.max), *cpu]
+        return [name, str(lat.n), fmt_ms(lat.p50), fmt_ms(lat.p99), fmt_ms(lat.max), *cpu]
 
     headers = ["WatchSession push", "n", "p50 ms", "p99 ms", "max ms", *(f"{r} CPU us" for r in roles)]
     return table("Push latency", headers, [row(name, lat) for name, lat in pushes])

@@ -36,10 +36,21 @@ def session(session_id: str) -> pb.SessionRef:
     return pb.SessionRef(project_id=PROJECT, session_id=session_id)
 
 
-async def admit(stubs: Stubs, ref: pb.SessionRef, turn_id: str) -> pb.TurnLease:
-    request = pb.AdmitTurnRequest(session=ref, turn_id=turn_id, runner_id="bench-runner")
-    reply = await stubs.admission.AdmitTurn(request)
-    return reply.lease
+async def admit(
+    stubs: Stubs,
+    ref: pb.SessionRef,
+    turn_id: str,
+    mode: pb.AdmissionMode.ValueType = pb.ADMISSION_MODE_UNSPECIFIED,
+    runner_id: str = "bench-runner",
+) -> pb.AdmitTurnResponse:
+    """AdmitTurn; `mode` unset (the default) sends the request a client before issue 13 sent."""
+    request = pb.AdmitTurnRequest(session=ref, turn_id=turn_id, runner_id=runner_id, mode=mode)
+    return await stubs.admission.AdmitTurn(request)
+
+
+async def admit_lease(stubs: Stubs, ref: pb.SessionRef, turn_id: str) -> pb.TurnLease:
+    """The lease of a turn admitted at once (an idle session, no mode)."""
+    return (await admit(stubs, ref, turn_id)).lease
 
 
 async def heartbeat(stubs: Stubs, lease: pb.TurnLease) -> None:
@@ -53,8 +64,10 @@ async def cancel(stubs: Stubs, lease: pb.TurnLease) -> None:
         raise RuntimeError(f"stop of {lease.turn_id} was not accepted: {reply}")
 
 
-async def complete(stubs: Stubs, lease: pb.TurnLease) -> None:
-    request = pb.CompleteTurnRequest(lease=lease, outcome=pb.TURN_OUTCOME_CANCELLED)
+async def complete(
+    stubs: Stubs, lease: pb.TurnLease, outcome: pb.TurnOutcome.ValueType = pb.TURN_OUTCOME_CANCELLED
+) -> None:
+    request = pb.CompleteTurnRequest(lease=lease, outcome=outcome)
     await stubs.admission.CompleteTurn(request)
 
 
@@ -73,17 +86,21 @@ def floor_calls(channel: grpc.aio.Channel, method: str) -> Iterator[Call]:
 
 @dataclass
 class Caller:
-    """One caller on sessions of its own: admits a turn on a new session per call, then can
-    heartbeat those turns (round and round) and stop each of them once."""
+    """One caller on sessions of its own: admits a turn on a new session per call (in `mode`),
+    then can heartbeat those turns (round and round) and stop each of them once."""
 
     stubs: Stubs
     name: str
+    mode: pb.AdmissionMode.ValueType = pb.ADMISSION_MODE_UNSPECIFIED
     leases: list[pb.TurnLease] = field(default_factory=list)
     _sessions: Iterator[int] = field(default_factory=itertools.count)
 
     async def _admit_next(self) -> None:
         ref = session(f"{self.name}-{next(self._sessions)}")
-        self.leases.append(await admit(self.stubs, ref, "turn-1"))
+        reply = await admit(self.stubs, ref, "turn-1", self.mode)
+        if not reply.HasField("lease"):
+            raise RuntimeError(f"{ref.session_id} is new, yet its turn was not admitted: {reply}")
+        self.leases.append(reply.lease)
 
     def admits(self) -> Iterator[Call]:
         return itertools.repeat(self._admit_next)

@@ -1,13 +1,17 @@
 """The run's servers, each in its own process: the floor server and turngate replicas in redis
-mode; and the run's private names (Redis prefix, ledger database, log folder)."""
+mode; the run's private names (Redis prefix, ledger database, log folder); and which turngate code
+they run (by default what this process imports; or a checkout, such as a past revision's)."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+import subprocess
 import sys
+import tarfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +46,8 @@ class Run:
     logs: Path
     # Replicas a write waits for (WAIT) before it is acknowledged; 0: none, turngate's default.
     wait_replicas: int = 0
+    # The turngate checkout the servers run (code_env); None: what this process imports.
+    code: Path | None = None
 
     @property
     def keys(self) -> Keyspace:
@@ -56,13 +62,45 @@ class Run:
         return f"{self.postgres.replace('postgresql://', 'postgresql+asyncpg://', 1)}/{self.database}"
 
     def env(self) -> dict[str, str]:
-        """The servers' environment: no inherited TURNGATE_* setting, this run's key prefix, and
-        the run's WAIT count if it has one."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TURNGATE_")}
+        """The servers' environment: no inherited TURNGATE_* setting, this run's key prefix, the
+        run's WAIT count if it has one, and its code if it has its own."""
+        env = code_env({k: v for k, v in os.environ.items() if not k.startswith("TURNGATE_")}, self.code)
         env.update(TURNGATE_REDIS_PREFIX=self.prefix, TURNGATE_REDIS_BUCKETS=str(BUCKETS))
         if self.wait_replicas:
             env.update(TURNGATE_REDIS_WAIT_REPLICAS=str(self.wait_replicas))
         return env
+
+
+def code_env(env: Mapping[str, str], checkout: Path | None) -> dict[str, str]:
+    """`env` with PYTHONPATH starting with `checkout`'s service/ and clients/: a process started
+    with it (the venv's `turngate` console script too) imports that checkout's turngate before the
+    one installed in the venv. None: `env` as it is (servers import what this process imports)."""
+    if checkout is None:
+        return dict(env)
+    paths = [str(checkout / "service"), str(checkout / "clients")]
+    if inherited := env.get("PYTHONPATH"):
+        paths.append(inherited)
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def export_revision(revision: str, into: Path) -> str:
+    """`revision`'s service/ and clients/ (`git archive` of this repository) extracted into `into`,
+    a checkout for code_env that leaves the repository's work trees alone; the commit's short
+    hash. LookupError if the checkout does not have it (a shallow clone)."""
+    git = ["git", "-C", str(HERE.parent)]
+    found = subprocess.run(
+        [*git, "rev-parse", "--short", "--verify", f"{revision}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode:
+        raise LookupError(f"no commit {revision!r} in this checkout: {found.stderr.strip()}")
+    commit = found.stdout.strip()
+    archive = subprocess.run([*git, "archive", commit, "service", "clients"], capture_output=True, check=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,16 +165,22 @@ async def _migrate_ledger(run: Run) -> None:
             raise RuntimeError(f"turngate migrate failed, see {run.logs / 'migrate.log'}")
 
 
-async def start_servers(
-    stack: AsyncExitStack, run: Run, *, separate_projector: bool
-) -> tuple[Endpoint, Endpoint, Endpoint]:
-    """The floor server, and turngate replicas A and B on the same Redis and ledger; with
-    `separate_projector`, the replicas leave the ledger to one `turngate project` process."""
-    store = ["--store", run.redis, "--ledger", run.ledger]
+async def start_floor(stack: AsyncExitStack, run: Run) -> Endpoint:
+    """The floor server (floor_server.py) on the run's Redis."""
 
     def floor(port: int) -> list[str]:
         script = str(HERE / "floor_server.py")
         return [sys.executable, script, str(port), run.redis, f"{run.prefix}:floor", str(run.wait_replicas)]
+
+    return await launch(stack, "floor", floor, floor_answers, run.env(), run.logs / "floor.log")
+
+
+async def start_replicas(
+    stack: AsyncExitStack, run: Run, names: Sequence[str], *, separate_projector: bool
+) -> list[Endpoint]:
+    """turngate replicas, one per name, on the run's Redis and ledger (migrated first); with
+    `separate_projector`, the replicas leave the ledger to one `turngate project` process."""
+    store = ["--store", run.redis, "--ledger", run.ledger]
 
     def turngate(port: int) -> list[str]:
         projection = ["--no-projector"] if separate_projector else []
@@ -148,15 +192,24 @@ async def start_servers(
             "projector", [TURNGATE, "project", *store], run.env(), run.logs / "projector.log"
         )
         stack.push_async_callback(projector.stop)
-
-    def started(name: str, argv: Callable[[int], list[str]], probe: Probe) -> Awaitable[Endpoint]:
-        return launch(stack, name, argv, probe, run.env(), run.logs / f"{name}.log")
-
     return await asyncio.gather(
-        started("floor", floor, floor_answers),
-        started("replica-A", turngate, turngate_serving),
-        started("replica-B", turngate, turngate_serving),
+        *(
+            launch(stack, name, turngate, turngate_serving, run.env(), run.logs / f"{name}.log")
+            for name in names
+        )
     )
+
+
+async def start_servers(
+    stack: AsyncExitStack, run: Run, *, separate_projector: bool
+) -> tuple[Endpoint, Endpoint, Endpoint]:
+    """The floor server, and turngate replicas A and B on the same Redis and ledger; with
+    `separate_projector`, the replicas leave the ledger to one `turngate project` process."""
+    floor, (a, b) = await asyncio.gather(
+        start_floor(stack, run),
+        start_replicas(stack, run, ("replica-A", "replica-B"), separate_projector=separate_projector),
+    )
+    return floor, a, b
 
 
 async def ledger_backlog(client: Client, keys: Keyspace) -> int:

@@ -1,9 +1,11 @@
-"""Every target of issue 12 in one table: `python bench/targets.py` (about five minutes).
+"""Every target of issues 12 and 13 in one table: `python bench/targets.py` (about seven minutes).
 
 Runs, one after another and each in its own process, the benchmarks that measure a target against
 its floor in the same run: embedded.py (the embedded default), redis_mode.py (redis mode),
 fanout.py (fan-out and memory per idle watch stream), settlement.py (runner death → settled, on the
-embedded store and on Redis), then workers.py (no target: how N processes compare with one).
+embedded store and on Redis), admission_modes.py (REJECT admission before and after the queue, and
+ENQUEUE → promotion, on the embedded store and on Redis), then workers.py (no target: how N
+processes compare with one).
 Their own tables go by as they finish; at the end, one Targets table holds every row and the exit
 code is 1 if any failed (or a benchmark did). Needs what they need: Redis at 127.0.0.1:6379 and
 PostgreSQL at 127.0.0.1:5432.
@@ -35,6 +37,8 @@ def benchmarks(tmp: Path) -> list[list[str]]:
         ["fanout.py"],
         ["settlement.py"],
         ["settlement.py", "--store", REDIS, "--ledger", redis_ledger],
+        ["admission_modes.py"],
+        ["admission_modes.py", "--store", "redis"],
         ["workers.py"],
     ]
 

@@ -19,7 +19,7 @@ import grpc
 from turngate.v1 import turngate_pb2 as pb
 
 from measure import CpuMeter, Latency, cpu_now, cpu_used
-from rpcs import Stubs, admit, cancel, complete, open_tool_call, session
+from rpcs import Stubs, admit_lease, cancel, complete, open_tool_call, session
 
 OnEvent = Callable[[float, pb.SessionEvent], None]
 Stream = grpc.aio.UnaryStreamCall[Any, pb.WatchSessionResponse]
@@ -69,17 +69,25 @@ class Inbox:
 
     async def next(self, wanted: str) -> float:
         """When the next event of kind `wanted` arrived (earlier events of other kinds are dropped)."""
+        arrived, _ = await self.next_event(wanted)
+        return arrived
+
+    async def next_event(
+        self, wanted: str, where: Callable[[pb.SessionEvent], bool] = lambda _: True
+    ) -> tuple[float, pb.SessionEvent]:
+        """The next event of kind `wanted` that `where` accepts, and when it arrived (earlier
+        events are dropped)."""
         async with asyncio.timeout(EVENT_TIMEOUT_S):
             while True:
                 arrived, event = await self._events.get()
-                if kind(event) == wanted:
-                    return arrived
+                if kind(event) == wanted and where(event):
+                    return arrived, event
 
 
 async def _one_stop(runner: Stubs, gateway: Stubs, ref: pb.SessionRef, inbox: Inbox, turn_id: str) -> float:
     """Admits a turn, waits until its watcher saw it, stops it: seconds from sending the Stop
     until the watcher holds stop_requested. The runner then settles the turn."""
-    lease = await admit(runner, ref, turn_id)
+    lease = await admit_lease(runner, ref, turn_id)
     await inbox.next("turn_admitted")
     sent = time.perf_counter()
     stop = asyncio.create_task(cancel(gateway, lease))
@@ -177,7 +185,7 @@ async def turngate_fan_out(
     """`watchers` WatchSession streams on one session with a turn admitted, spread over
     `channels`; an event is a tool call opened through `writer`."""
     ref = session(name)
-    lease = await admit(writer, ref, "turn-1")
+    lease = await admit_lease(writer, ref, "turn-1")
 
     def streams(on_event: OnEvent) -> list[Watcher]:
         return [
