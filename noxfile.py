@@ -33,6 +33,7 @@ BENCHMARKS = {
     "overhead": "bench/overhead.py",
     "fanout": "bench/fanout.py",
     "embedded": "bench/embedded.py",
+    "admission_modes": "bench/admission_modes.py",
 }
 
 nox.needs_version = ">=2024.10.9"
