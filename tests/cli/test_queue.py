@@ -213,3 +213,18 @@ async def test_watch_prints_the_queue_events_one_a_line(turngate: Turngate, clie
     assert shown[6][1].startswith("turn=t2 runner=r-t2 generation=")
     assert " from_queue=yes waited=" in shown[6][1]
     assert shown[8][1].startswith("turn=t3 runner=r-t3 outcome=EXPIRED waited=")
+
+
+async def test_q3_sessions_busy_lists_a_session_whose_paused_queue_alone_waits(
+    turngate: Turngate, client: Client
+) -> None:
+    waiting = await paused_by_a_stop(client)
+    busy = await turngate.run("sessions", "busy")
+    assert (busy.code, busy.err) == (0, "")
+    header, row = busy.lines
+    assert (header.split(), row.split()) == (
+        ["SESSION", "QUEUED", "QUEUE", "PAUSED", "BY"],
+        [SESSION, "1", "t1"],
+    )
+    await client.gateway().clear_queue(SESSION)
+    await left_with(waiting, QueuedTurnCancelled)

@@ -181,7 +181,7 @@ def add_commands(subcommands: Subcommands) -> None:
     busy = add(
         sessions,
         "busy",
-        "the project's sessions with an active turn, earliest deadline (lease or stop) first",
+        "the project's sessions with an active turn or a waiting queue, earliest deadline first",
         commands.sessions_busy,
     )
     _limit(busy)

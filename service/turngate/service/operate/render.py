@@ -361,8 +361,15 @@ def turn_detail(record: TurnRecord, now: datetime) -> list[str]:
 
 
 def busy_session(snapshot: SessionSnapshot, now: datetime) -> Fields:
+    """A session of `sessions busy`: its active turn, and its queue when turns wait (a session
+    whose paused queue alone waits has no turn)."""
     active = turn(snapshot.active, now) if snapshot.active is not None else []
-    return [("session", snapshot.session.session_id), *active]
+    return [
+        ("session", snapshot.session.session_id),
+        *active,
+        ("queued", str(len(snapshot.queue)) if snapshot.queue else None),
+        ("queue paused by", snapshot.queue_paused_by or None),
+    ]
 
 
 # Layouts.
