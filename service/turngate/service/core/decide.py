@@ -333,27 +333,45 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
 
 
 def _start(draft: _Draft, cmd: Admit) -> Reply:
-    """Admits cmd's turn on an idle session now: a fresh generation (I2) and a lease."""
-    now = draft.now
+    """Admits cmd's turn on an idle session now."""
     if cmd.max_active_in_project and cmd.active_in_project >= cmd.max_active_in_project:
         return _limit("active_sessions_per_project", cmd.max_active_in_project)
-    generation = _next_generation(draft)
+    turn = _hold(draft, cmd)
+    return Admitted(turn.turn_id, turn.generation, turn.lease_expires_at, cmd.lease_ttl // 3, replayed=False)
+
+
+def _hold(draft: _Draft, claim: Admit | QueuedTurn) -> ActiveTurn:
+    """The idle session goes to `claim`'s turn now: a fresh generation (I2), a lease that starts
+    now, `turn_admitted`. A turn from the queue is admitted before its runner knows (unclaimed)."""
+    now = draft.now
+    queued = claim if isinstance(claim, QueuedTurn) else None
     turn = ActiveTurn(
-        turn_id=cmd.turn_id,
-        runner_id=cmd.runner_id,
-        generation=generation,
+        turn_id=claim.turn_id,
+        runner_id=claim.runner_id,
+        generation=_next_generation(draft),
         phase=TurnPhase.RUNNING,
         admitted_at=now,
-        lease_ttl=cmd.lease_ttl,
-        lease_expires_at=now + cmd.lease_ttl,
-        traceparent=cmd.traceparent,
-        principal=cmd.principal,
+        lease_ttl=claim.lease_ttl,
+        lease_expires_at=now + claim.lease_ttl,
+        traceparent=claim.traceparent,
+        principal=claim.principal,
+        claimed=queued is None,
+        queued_at=queued.queued_at if queued else 0,
     )
     draft.state = replace(draft.state, active=turn)
     draft.emit(
-        TurnAdmitted(turn.turn_id, turn.runner_id, generation, now, turn.lease_expires_at, turn.traceparent)
+        TurnAdmitted(
+            turn.turn_id,
+            turn.runner_id,
+            turn.generation,
+            now,
+            turn.lease_expires_at,
+            turn.traceparent,
+            from_queue=queued is not None,
+            waited=now - queued.queued_at if queued else 0,
+        )
     )
-    return Admitted(turn.turn_id, generation, turn.lease_expires_at, cmd.lease_ttl // 3, replayed=False)
+    return turn
 
 
 # --- the queue (Q1-Q7) ---------------------------------------------------------------------
@@ -421,38 +439,12 @@ def _interrupt(draft: _Draft, cmd: Admit) -> Reply:
 
 def _promote_if_idle(draft: _Draft) -> str:
     """Q2: an idle session with an unpaused queue admits its head now; returns its turn id."""
-    state, now = draft.state, draft.now
+    state = draft.state
     if state.active is not None or not state.queue or state.queue_paused:
         return ""
-    head, rest = state.queue[0], state.queue[1:]
-    generation = _next_generation(draft)
-    turn = ActiveTurn(
-        turn_id=head.turn_id,
-        runner_id=head.runner_id,
-        generation=generation,
-        phase=TurnPhase.RUNNING,
-        admitted_at=now,
-        lease_ttl=head.lease_ttl,
-        lease_expires_at=now + head.lease_ttl,
-        traceparent=head.traceparent,
-        principal=head.principal,
-        claimed=False,
-        queued_at=head.queued_at,
-    )
-    draft.state = replace(draft.state, active=turn, queue=rest)
-    draft.emit(
-        TurnAdmitted(
-            turn.turn_id,
-            turn.runner_id,
-            generation,
-            now,
-            turn.lease_expires_at,
-            turn.traceparent,
-            from_queue=True,
-            waited=now - head.queued_at,
-        )
-    )
-    return head.turn_id
+    head = state.queue[0]
+    draft.state = replace(state, queue=state.queue[1:])
+    return _hold(draft, head).turn_id
 
 
 def _pause_if_asked(draft: _Draft, turn: ActiveTurn, outcome: TurnOutcome) -> None:
