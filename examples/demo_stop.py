@@ -19,10 +19,11 @@ from turngate.client import Cancelled, Client, Idle, Mismatch, StopResult
 
 def describe(answer: StopResult) -> str:
     match answer:
-        case Cancelled(queued=True):
-            return f"cancelled while queued: {', '.join(answer.cancelled_turn_ids)} will not run"
-        case Cancelled(before_start=True):
-            return f"cancelled before it started: {', '.join(answer.cancelled_turn_ids)} will be refused"
+        case Cancelled(queued=True) | Cancelled(before_start=True):  # nothing running was stopped
+            named = ", ".join(answer.cancelled_turn_ids)
+            fate = "left the queue: it will not run" if answer.queued else "will be refused if it starts"
+            still = f"; {answer.active_turn_id} is still running" if answer.active_turn_id else ""
+            return f"nothing running was stopped: {named} {fate}{still}"
         case Cancelled(settled=True):
             return f"cancelled and settled at once: {', '.join(answer.cancelled_turn_ids)}"
         case Cancelled():

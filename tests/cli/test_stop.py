@@ -92,3 +92,26 @@ async def test_stop_wait_interrupted_exits_130_and_leaves_the_turn_stopping(
         ended = await stopping.interrupt(signal.SIGINT)
         assert (await client.get_session("chat")).phase == SessionPhase.STOPPING
     assert (ended.code, ended.out, ended.err) == (130, "", "")
+
+
+async def test_i4_stop_of_a_turn_not_yet_started_while_another_runs_says_nothing_running_was_stopped(
+    turngate: Turngate, client: Client
+) -> None:
+    async with client.runner("r1").turn("chat", "t1") as turn:
+        early, as_json = await asyncio.gather(
+            turngate.run("stop", "chat", "--expect", "t0"),
+            turngate.run("stop", "chat", "--expect", "t0", "--json"),
+        )
+        assert not turn.stop_requested.is_set()
+    assert (early.code, early.err) == (8, "")
+    told = "nothing running was stopped; t0 will be refused if it starts; t1 is still running"
+    assert early.lines == [told]
+    assert as_json.code == 8
+    [answer] = as_json.objects()
+    cancelled = answer["cancelled"]
+    assert (cancelled["cancelledTurnIds"], cancelled["beforeStart"], cancelled["activeTurnId"]) == (
+        ["t0"],
+        True,
+        "t1",
+    )
+    assert cancelled["stoppingTurnId"] == ""

@@ -42,7 +42,7 @@ async def test_i4_stop_before_start_tombstones_the_turn_refused_turn_cancelled_a
     answer = await stop(client, session, "t-next", reason="user changed their mind")
 
     assert answer.cancelled == pb.CancelTurnResponse.Cancelled(
-        cancelled_turn_ids=["t-next"], before_start=True
+        cancelled_turn_ids=["t-next"], before_start=True, active_turn_id="t1"
     )
     (event,) = await events_after(client, session, 1)
     assert event.stop_requested == pb.StopRequested(

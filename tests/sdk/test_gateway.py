@@ -121,3 +121,16 @@ async def test_stop_and_wait_of_an_ended_or_unstarted_turn_answers_at_once(
     assert ended is not None
     assert ended.outcome == TurnOutcome.COMPLETED
     assert await client.gateway().stop_and_wait(ref.session_id, "t2", force_after=5.0) is None
+
+
+async def test_i4_a_stop_of_a_turn_not_yet_started_did_not_stop_the_running_one(
+    client: Client, raw: Raw, ref: pb.SessionRef
+) -> None:
+    gateway = client.gateway()
+    await admit(raw, ref, "t1")
+    early = await gateway.stop(ref.session_id, expected_turn_id="t0")
+    assert isinstance(early, Cancelled)
+    assert (early.before_start, early.stopped_running_turn, early.active_turn_id) == (True, False, "t1")
+    stopped = await gateway.stop(ref.session_id, expected_turn_id="t1")
+    assert isinstance(stopped, Cancelled)
+    assert (stopped.stopped_running_turn, stopped.active_turn_id) == (True, "")

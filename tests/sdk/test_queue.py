@@ -160,7 +160,7 @@ async def test_q6_a_stop_naming_the_queued_turn_ends_its_wait_with_queued_turn_c
     waiter = Waiter(client, ref.session_id, "t2", mode=ENQUEUE)
     await waiter.placed(1)
     answer = await client.gateway().stop(ref.session_id, expected_turn_id="t2", reason="never mind")
-    assert answer == Cancelled(("t2",), "", False, False, (), None, queued=True)
+    assert answer == Cancelled(("t2",), "", False, False, (), None, queued=True, active_turn_id="t1")
 
     cancelled = await ends_with(waiter, QueuedTurnCancelled)
     assert isinstance(cancelled, TurnCancelled)

@@ -723,7 +723,9 @@ def test_a_cancel_reply_is_cancelled_mismatch_or_idle() -> None:
     tombstoned = story.step("t9", cancel("t9")).reply  # I4: a turn never seen is stopped before it starts
     assert isinstance(tombstoned, core.Cancelled)
     assert convert.cancelled(tombstoned) == pb.CancelTurnResponse(
-        cancelled=pb.CancelTurnResponse.Cancelled(cancelled_turn_ids=["t9"], before_start=True)
+        cancelled=pb.CancelTurnResponse.Cancelled(
+            cancelled_turn_ids=["t9"], before_start=True, active_turn_id="t2"
+        )
     )
 
 

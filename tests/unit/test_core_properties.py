@@ -336,7 +336,8 @@ class SessionMachine(RuleBasedStateMachine):
                 assert reply == Mismatch(expected, holds.turn_id, holds.phase, outcome)
             assert nothing_changed
         else:  # I4: never admitted, so tombstoned; whatever is active is untouched
-            assert reply == Cancelled((expected,), before_start=True)
+            untouched = holds.turn_id if holds is not None else ""
+            assert reply == Cancelled((expected,), before_start=True, active_turn_id=untouched)
             assert decision.state.active == holds
             if decision.events != swept.events:
                 self.tombstones[expected] = self.now + memory_ttl

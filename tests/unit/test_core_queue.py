@@ -402,7 +402,7 @@ def test_q5_same_turn_from_another_runner_is_refused() -> None:
 def test_q6_stop_naming_a_queued_turn_removes_only_it() -> None:
     timeline, _ = with_queue("t2", "t3")
     decision = timeline.do(stop("t2"), after=SECOND)
-    assert decision.reply == Cancelled(("t2",), queued=True)
+    assert decision.reply == Cancelled(("t2",), queued=True, active_turn_id="t1")
     generation = timeline.state.generation
     assert bodies(decision) == [
         TurnDequeued(
@@ -435,7 +435,7 @@ def test_q6_stop_naming_the_active_turn_with_clear_empties_the_queue() -> None:
 def test_q6_stop_naming_an_unseen_turn_still_tombstones_it() -> None:
     timeline, _ = with_queue("t2")
     decision = timeline.do(stop("t9"), after=SECOND)
-    assert decision.reply == Cancelled(("t9",), before_start=True)
+    assert decision.reply == Cancelled(("t9",), before_start=True, active_turn_id="t1")
     assert "t9" in timeline.state.tombstones
     assert_refused(timeline.do(enqueue("t9"), after=SECOND), timeline.state, ErrorReason.TURN_CANCELLED)
     assert queued_ids(timeline) == ["t2"]

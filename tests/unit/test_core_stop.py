@@ -86,7 +86,8 @@ def test_i4_stop_before_start_leaves_the_active_turn_untouched() -> None:
 
     decision = timeline.do(cancel("t9"), after=SECOND)
 
-    assert decision.reply == Cancelled(("t9",), before_start=True)
+    # The answer names the turn that runs on: nothing running was stopped.
+    assert decision.reply == Cancelled(("t9",), before_start=True, active_turn_id="t1")
     assert kinds(decision) == ["stop_requested"]
     assert timeline.active == active
     assert "t9" in timeline.state.tombstones

@@ -288,6 +288,7 @@ def stop_result(message: pb.CancelTurnResponse) -> StopResult:
                 stop_deadline=instant(c, "stop_deadline"),
                 queued=c.queued,
                 cleared_turn_ids=tuple(c.cleared_turn_ids),
+                active_turn_id=c.active_turn_id,
                 raw=c,
             )
         case "mismatch":

@@ -369,7 +369,18 @@ class Cancelled:
     with `QueuedTurnCancelled`)."""
     cleared_turn_ids: tuple[str, ...] = ()
     """The queued turns cancelled by `QueueAction.CLEAR`."""
+    active_turn_id: str = ""
+    """With `before_start` or `queued`: the turn that is active and runs on, untouched by this
+    Stop ('' when none is)."""
     raw: pb.CancelTurnResponse.Cancelled | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def stopped_running_turn(self) -> bool:
+        """Whether this Stop stopped a turn that was running (it is now stopping, or settled at
+        once). False when it cancelled a turn that had not started or was waiting in the queue:
+        nothing running was stopped, and `active_turn_id` (if any) goes on. What a gateway shows
+        its user as "stopped" must follow this, not the answer being `Cancelled`."""
+        return bool(self.stopping_turn_id) or self.settled
 
 
 @dataclass(frozen=True)

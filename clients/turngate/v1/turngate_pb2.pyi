@@ -1166,6 +1166,7 @@ class CancelTurnResponse(_message.Message):
         STOP_DEADLINE_FIELD_NUMBER: _builtins.int
         QUEUED_FIELD_NUMBER: _builtins.int
         CLEARED_TURN_IDS_FIELD_NUMBER: _builtins.int
+        ACTIVE_TURN_ID_FIELD_NUMBER: _builtins.int
         stopping_turn_id: _builtins.str
         """The turn now STOPPING (unset when it settled at once or had not started)."""
         settled: _builtins.bool
@@ -1174,6 +1175,10 @@ class CancelTurnResponse(_message.Message):
         """True when the expected turn had never been admitted: it is refused when it arrives."""
         queued: _builtins.bool
         """True when the expected turn was waiting in the queue: it left the queue CANCELLED."""
+        active_turn_id: _builtins.str
+        """With before_start or queued: the turn that is active and runs on, untouched by this Stop
+        (empty when none is). Nothing running was stopped then.
+        """
         @_builtins.property
         def cancelled_turn_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
             """The turns this Stop cancelled (the expected one)."""
@@ -1203,10 +1208,11 @@ class CancelTurnResponse(_message.Message):
             stop_deadline: _timestamp_pb2.Timestamp | None = ...,
             queued: _builtins.bool = ...,
             cleared_turn_ids: _abc.Iterable[_builtins.str] | None = ...,
+            active_turn_id: _builtins.str = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _typing.Literal["stop_deadline", b"stop_deadline"]  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["before_start", b"before_start", "cancelled_interaction_ids", b"cancelled_interaction_ids", "cancelled_turn_ids", b"cancelled_turn_ids", "cleared_turn_ids", b"cleared_turn_ids", "queued", b"queued", "settled", b"settled", "stop_deadline", b"stop_deadline", "stopping_turn_id", b"stopping_turn_id"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["active_turn_id", b"active_turn_id", "before_start", b"before_start", "cancelled_interaction_ids", b"cancelled_interaction_ids", "cancelled_turn_ids", b"cancelled_turn_ids", "cleared_turn_ids", b"cleared_turn_ids", "queued", b"queued", "settled", b"settled", "stop_deadline", b"stop_deadline", "stopping_turn_id", b"stopping_turn_id"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 

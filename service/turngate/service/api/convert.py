@@ -291,6 +291,7 @@ def cancelled(reply: core.CancelReply) -> pb.CancelTurnResponse:
                     stop_deadline=timestamp(reply.stop_deadline),
                     queued=reply.queued,
                     cleared_turn_ids=reply.cleared_turn_ids,
+                    active_turn_id=reply.active_turn_id,
                 )
             )
         case core.Mismatch():

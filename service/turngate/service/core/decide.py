@@ -715,9 +715,11 @@ def _stop(draft: _Draft, cmd: Cancel) -> CancelReply:
     active = state.active
     if active is not None and expected in ("", active.turn_id):
         return _clear_if_asked(draft, cmd, _stop_active(draft, active, cmd))
+    # A turn that had not started is cancelled below; the answer names the turn that runs on.
+    untouched = active.turn_id if active is not None else ""
     if expected and (waiting := state.queued(expected)) is not None:  # Q6: only that queued turn
         _drop_queued(draft, waiting[1], cmd, cleared=False)
-        return _clear_if_asked(draft, cmd, Cancelled((expected,), queued=True))
+        return _clear_if_asked(draft, cmd, Cancelled((expected,), queued=True, active_turn_id=untouched))
     last = state.last_settled
     last_turn_id, last_outcome = (last.turn_id, last.outcome) if last else ("", None)
     settled = state.settled(expected) if expected else None
@@ -733,7 +735,7 @@ def _stop(draft: _Draft, cmd: Cancel) -> CancelReply:
         tombstones = _keep_last(state.tombstones, expected, draft.now + cmd.memory_ttl, limits.MAX_TOMBSTONES)
         draft.state = replace(state, tombstones=tombstones)
         draft.emit(StopRequested(expected, 0, cmd.reason, draft.now, None, before_start=True))
-    return _clear_if_asked(draft, cmd, Cancelled((expected,), before_start=True))
+    return _clear_if_asked(draft, cmd, Cancelled((expected,), before_start=True, active_turn_id=untouched))
 
 
 def _stop_active(draft: _Draft, turn: ActiveTurn, cmd: Cancel) -> Cancelled:

@@ -84,6 +84,8 @@ class Cancelled:
     stop_deadline: int | None = None
     queued: bool = False
     cleared_turn_ids: tuple[str, ...] = ()
+    # The turn still active, untouched, when this Stop cancelled one that had not started.
+    active_turn_id: str = ""
     kind: Literal["cancelled"] = "cancelled"
 
 

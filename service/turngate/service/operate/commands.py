@@ -245,6 +245,8 @@ async def stop(client: Client, args: argparse.Namespace) -> ExitCode:
         print(render.json_line(render.stop_message(result)))
         if settled is not None:
             print(render.json_of(settled))
+    elif isinstance(result, Cancelled) and not result.stopped_running_turn:
+        print(render.nothing_running_stopped(result))
     else:
         print(render.stop_result(result, _now()))
         if settled is not None:
@@ -254,6 +256,8 @@ async def stop(client: Client, args: argparse.Namespace) -> ExitCode:
 
 def _stop_exit(result: StopResult) -> ExitCode:
     match result:
+        case Cancelled(before_start=True) | Cancelled(queued=True):
+            return ExitCode.NOT_STARTED
         case Cancelled():
             return ExitCode.OK
         case Mismatch():

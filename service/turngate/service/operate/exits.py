@@ -14,11 +14,12 @@ class ExitCode(IntEnum):
     NOT_FOUND = 5
     UNAUTHENTICATED = 6
     PERMISSION_DENIED = 7
+    NOT_STARTED = 8
     INTERRUPTED = 130
 
 
 MEANINGS = {
-    ExitCode.OK: "done (stop: something was cancelled)",
+    ExitCode.OK: "done (stop: a running turn was stopped)",
     ExitCode.FAILURE: "failure: the service (serve: its store or port) is unavailable, or a bug",
     ExitCode.USAGE: "bad usage, setting or argument (the service's INVALID_ARGUMENT too)",
     ExitCode.MISMATCH: "stop: another turn is active; nothing changed",
@@ -26,6 +27,8 @@ MEANINGS = {
     ExitCode.NOT_FOUND: "turn show: the turn was never admitted",
     ExitCode.UNAUTHENTICATED: "not authenticated: no token, or one the service does not know",
     ExitCode.PERMISSION_DENIED: "permission denied: the token's principal lacks the role or the project",
+    ExitCode.NOT_STARTED: "stop: the turn named had not started (or was queued): it will not run; "
+    "nothing running was stopped",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM) before finishing; watch and serve end so, with 0",
 }
 

@@ -313,6 +313,19 @@ def stop_result(result: StopResult, now: datetime) -> str:
     return f"{type(result).__name__.lower()}  {line(fields)}".rstrip()
 
 
+def nothing_running_stopped(result: Cancelled) -> str:
+    """What a Stop of a turn that had not started (or was queued) did, in words that cannot be
+    read as "stopped": the turn it named will not run, and the active one runs on."""
+    named = ", ".join(result.cancelled_turn_ids)
+    fate = "left the queue and will not run" if result.queued else "will be refused if it starts"
+    parts = ["nothing running was stopped", f"{named} {fate}"]
+    if result.active_turn_id:
+        parts.append(f"{result.active_turn_id} is still running")
+    if result.cleared_turn_ids:
+        parts.append(f"cleared from the queue: {', '.join(result.cleared_turn_ids)}")
+    return "; ".join(parts)
+
+
 def resumed(result: ResumedQueue) -> str:
     """One line: the turn ResumeQueue admitted, if any, and those still waiting."""
     waiting = _ids([turn.turn_id for turn in result.queue])
