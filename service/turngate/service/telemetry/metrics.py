@@ -21,7 +21,9 @@ from typing import assert_never
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.semconv._incubating.metrics.rpc_metrics import RPC_SERVER_CALL_DURATION
 
+from turngate.client._version import __version__
 from turngate.service.core import (
     Admit,
     Admitted,
@@ -52,6 +54,7 @@ from turngate.service.core import (
     TurnSettled,
 )
 from turngate.service.ports.store import Applied, StoreUnavailable
+from turngate.service.telemetry import rpc
 from turngate.service.telemetry.attributes import Fields, prefixed
 
 SAMPLE_INTERVAL_S = 1.0
@@ -126,6 +129,20 @@ class Metrics:
 
     def __init__(self, meter: Meter) -> None:
         self.sampler: Sampler | None = None
+        # What the build info gauge reports: turngate's version and the store's kind (set by `build`).
+        self.build: Fields = {}
+        self.rpc_duration = meter.create_histogram(
+            RPC_SERVER_CALL_DURATION,
+            "s",
+            "Measures the duration of an incoming Remote Procedure Call (RPC).",
+            explicit_bucket_boundaries_advisory=rpc.BUCKETS,
+        )
+        meter.create_observable_gauge(
+            "turngate.build.info",
+            [lambda _options: [Observation(1, self.build)] if self.build else []],
+            "1",
+            "1, with turngate's version and the kind of store this process uses",
+        )
         self._admissions = meter.create_counter(
             "turngate.admissions", "{admission}", "AdmitTurn answers: admitted, replayed, or refused and why"
         )
@@ -324,5 +341,5 @@ def process_metrics() -> Metrics | None:
     global _metrics
     provider = metrics.get_meter_provider()
     if _metrics is None and isinstance(provider, MeterProvider):
-        _metrics = Metrics(provider.get_meter("turngate"))
+        _metrics = Metrics(provider.get_meter("turngate", __version__))
     return _metrics
