@@ -1,6 +1,7 @@
 """The metrics listener of `turngate serve --metrics-listen`: RPC durations by the OpenTelemetry
 RPC conventions, build info, process metrics and no empty scope labels at `/metrics`; `/healthz`
-and `/readyz` answering the gRPC health service's liveness and readiness; 404 elsewhere. And a
+and `/readyz` (and the `turngate_ready` gauge) answering the gRPC health service's liveness and
+readiness; 404 elsewhere. And a
 refusal or a bad request is logged at debug with its reason, not with what the caller sent."""
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ async def test_healthz_and_readyz_answer_200_while_serving_and_other_paths_404(
     assert await asyncio.to_thread(get, address, "/readyz") == (200, "ready\n")
     for path in ("/", "/metrics/x", "/favicon.ico", "/health"):
         assert (await asyncio.to_thread(get, address, path))[0] == 404
+    assert "turngate_ready 1.0" in (await scraped(address)).splitlines()
 
 
 async def test_readyz_answers_503_while_draining_and_healthz_still_200(tmp_path: Path) -> None:
@@ -127,6 +129,7 @@ async def test_readyz_answers_503_while_draining_and_healthz_still_200(tmp_path:
 
         await eventually(not_ready)
         assert await asyncio.to_thread(get, address, "/healthz") == (200, "live\n")
+        assert "turngate_ready 0.0" in (await scraped(address)).splitlines()
 
 
 async def test_readyz_answers_503_until_a_server_follows_then_what_its_health_says(

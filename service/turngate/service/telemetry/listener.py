@@ -32,6 +32,7 @@ class _Probes:
 
     live: Probe = staticmethod(lambda: True)
     ready: Probe = staticmethod(lambda: False)
+    followed = False
 
 
 _probes = _Probes()
@@ -39,12 +40,17 @@ _probes = _Probes()
 
 def follow(*, live: Probe, ready: Probe) -> None:
     """From now on `/healthz` answers 200 when `live()` and `/readyz` when `ready()`, else 503."""
-    _probes.live, _probes.ready = live, ready
+    _probes.live, _probes.ready, _probes.followed = live, ready, True
 
 
 def forget() -> None:
     """Back to no server followed: `/readyz` answers 503."""
-    _probes.live, _probes.ready = _Probes.live, _Probes.ready
+    _probes.live, _probes.ready, _probes.followed = _Probes.live, _Probes.ready, False
+
+
+def readiness() -> bool | None:
+    """Whether the server followed is ready; None if none is (the `turngate.ready` gauge)."""
+    return _probes.ready() if _probes.followed else None
 
 
 def app(registry: CollectorRegistry) -> WSGIApplication:

@@ -54,7 +54,7 @@ from turngate.service.core import (
     TurnSettled,
 )
 from turngate.service.ports.store import Applied, StoreUnavailable
-from turngate.service.telemetry import rpc
+from turngate.service.telemetry import listener, rpc
 from turngate.service.telemetry.attributes import Fields, prefixed
 
 SAMPLE_INTERVAL_S = 1.0
@@ -142,6 +142,12 @@ class Metrics:
             [lambda _options: [Observation(1, self.build)] if self.build else []],
             "1",
             "1, with turngate's version and the kind of store this process uses",
+        )
+        meter.create_observable_gauge(
+            "turngate.ready",
+            [self._ready],
+            "1",
+            "1 while this replica's gRPC health is SERVING (ready for calls), else 0",
         )
         self._admissions = meter.create_counter(
             "turngate.admissions", "{admission}", "AdmitTurn answers: admitted, replayed, or refused and why"
@@ -236,6 +242,10 @@ class Metrics:
             return [] if reported is None else [Observation(reported)]
 
         return observe
+
+    def _ready(self, _options: CallbackOptions) -> Iterable[Observation]:
+        ready = listener.readiness()
+        return [] if ready is None else [Observation(int(ready))]
 
     def _restarts(self, _options: CallbackOptions) -> Iterable[Observation]:
         restarts = {} if self.sampler is None else self.sampler.loop_restarts()
