@@ -31,6 +31,7 @@ from tests.waiting import eventually
 from turngate.client import Client as Sdk
 from turngate.service.core import Command, Heartbeat, SessionKey
 from turngate.service.server import TurngateServer
+from turngate.service.telemetry.spans import peer
 from turngate.v1 import turngate_pb2 as pb
 
 RUNNER = Path(__file__).with_name("runner_process.py")
@@ -299,3 +300,11 @@ async def test_the_spans_of_a_heartbeat_past_its_deadline_end(
     finally:
         release_write.set()
         server.store.before_write = None
+
+
+def test_the_peer_of_a_server_span_is_parsed_from_grpcs_peer_string() -> None:
+    assert peer("ipv4:127.0.0.1:5000") == ("127.0.0.1", 5000)
+    assert peer("ipv6:[::1]:5000") == ("::1", 5000)
+    assert peer("ipv6:%5B::1%5D:5000") == ("::1", 5000)
+    assert peer("unix:/tmp/turngate.sock") is None
+    assert peer("ipv4:garbage") is None
