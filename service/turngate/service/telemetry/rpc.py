@@ -3,11 +3,13 @@
 
 opentelemetry-instrumentation-grpc records no server metrics, hence this interceptor. The status is
 what the context holds when the handler ends (every abort sets it); an exception that escapes a
-handler ends its RPC as UNKNOWN. Health checks are not measured: probes would drown the RPCs.
+handler ends its RPC as UNKNOWN, a call its caller cancelled as CANCELLED. Health checks are not
+measured: probes would drown the RPCs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
@@ -56,16 +58,20 @@ class Measured(grpc.aio.ServerInterceptor):
         self, attributes: dict[str, str], behavior: Callable[[Any, Context], Awaitable[Any]]
     ) -> Callable[[Any, Context], Awaitable[Any]]:
         async def measured(request: Any, context: Context) -> Any:
-            started, failed = time.monotonic(), True
+            started = time.monotonic()
+            ended: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
             try:
                 answer = await behavior(request, context)
-                failed = False
+                ended = None
                 return answer
             except grpc.aio.AbortError:
-                failed = False
+                ended = None
+                raise
+            except asyncio.CancelledError:
+                ended = grpc.StatusCode.CANCELLED
                 raise
             finally:
-                self._record(attributes, context, started, failed)
+                self._record(attributes, context, started, ended)
 
         return measured
 
@@ -73,21 +79,29 @@ class Measured(grpc.aio.ServerInterceptor):
         self, attributes: dict[str, str], behavior: Callable[[Any, Context], AsyncIterator[Any]]
     ) -> Callable[[Any, Context], AsyncIterator[Any]]:
         async def measured(request: Any, context: Context) -> AsyncIterator[Any]:
-            started, failed = time.monotonic(), True
+            started = time.monotonic()
+            ended: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
             try:
                 async for response in behavior(request, context):
                     yield response
-                failed = False
+                ended = None
             except grpc.aio.AbortError:
-                failed = False
+                ended = None
+                raise
+            except (asyncio.CancelledError, GeneratorExit):
+                # The caller went away (cancelled, or its deadline passed): grpc cancels the stream.
+                ended = grpc.StatusCode.CANCELLED
                 raise
             finally:
-                self._record(attributes, context, started, failed)
+                self._record(attributes, context, started, ended)
 
         return measured
 
-    def _record(self, attributes: dict[str, str], context: Context, started: float, failed: bool) -> None:
-        # code() is None until a status is set: the handler answered OK.
-        code: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN if failed else context.code()
+    def _record(
+        self, attributes: dict[str, str], context: Context, started: float, ended: grpc.StatusCode | None
+    ) -> None:
+        """`ended`: how the handler ended if not by returning or aborting; then the context's code
+        holds the status (None until one is set: OK)."""
+        code: grpc.StatusCode | None = ended or context.code()
         status = grpc.StatusCode.OK.value[0] if code is None else code.value[0]
         self._histogram.record(time.monotonic() - started, {**attributes, RPC_GRPC_STATUS_CODE: status})
