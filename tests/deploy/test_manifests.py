@@ -89,7 +89,7 @@ def _seconds(duration: str) -> float:
     return minutes * 60.0 + seconds
 
 
-def _run(tool: str, *args: str) -> None:
+def run_tool(tool: str, *args: str) -> None:
     ran = subprocess.run([str(TOOLS / tool), *args], cwd=ROOT, capture_output=True, text=True, check=False)
     assert ran.returncode == 0, ran.stdout + ran.stderr
 
@@ -99,12 +99,12 @@ def _deployment_files() -> list[Path]:
 
 
 def test_compose_file_follows_the_compose_spec() -> None:
-    _run("check-jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE))
+    run_tool("check-jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE))
 
 
 def test_kubernetes_manifests_validate_strictly() -> None:
     files = [str(path) for path in _manifests()]
-    _run("kubernetes-validate", "--strict", "--quiet", "--kubernetes-version", KUBERNETES_VERSION, *files)
+    run_tool("kubernetes-validate", "--strict", "--quiet", "--kubernetes-version", KUBERNETES_VERSION, *files)
 
 
 def test_kustomization_lists_every_manifest() -> None:

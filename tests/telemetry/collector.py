@@ -58,9 +58,21 @@ class Collector:
             item.name for resource, items in exported if _service(resource) == service_name for item in items
         }
 
+    def versions(self, service_name: str) -> set[str]:
+        """The `service.version` of each resource `service_name` exported traces or metrics from."""
+        resources = [
+            *(r.resource for q in self.traces for r in q.resource_spans),
+            *(r.resource for q in self.metrics for r in q.resource_metrics),
+        ]
+        return {_attribute(r, "service.version") for r in resources if _service(r) == service_name}
+
 
 def _service(resource: Resource) -> str:
-    return {a.key: a.value.string_value for a in resource.attributes}.get("service.name", "")
+    return _attribute(resource, "service.name")
+
+
+def _attribute(resource: Resource, key: str) -> str:
+    return {a.key: a.value.string_value for a in resource.attributes}.get(key, "")
 
 
 @asynccontextmanager

@@ -23,8 +23,13 @@ def labels(**attributes: AttributeValue) -> Labels:
 
 
 def rpc(service: str, method: str) -> str:
-    """The name of the server and client spans of an RPC."""
-    return f"/turngate.v1.{service}/{method}"
+    """The name of the server span of an RPC (no leading slash: the current conventions)."""
+    return f"turngate.v1.{service}/{method}"
+
+
+def client_rpc(service: str, method: str) -> str:
+    """The name of the client span of an RPC (opentelemetry-instrumentation-grpc's: the full path)."""
+    return "/" + rpc(service, method)
 
 
 @dataclass

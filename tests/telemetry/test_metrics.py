@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import grpc
 import pytest
 
 from tests.contract.backends import REDIS_SERVER, delete_keyspace, unique_keyspace
@@ -201,3 +202,35 @@ async def test_each_queue_instrument_moves_as_documented_and_active_turns_leave_
         }
         assert waited["expired"] >= 1.0, "it waited its max_queue_wait"
         assert all(seconds > 0 for seconds in waited.values())
+
+
+def called(service: str, method: str, code: grpc.StatusCode) -> Labels:
+    """The attributes of an RPC's `rpc.server.call.duration` points."""
+    return frozenset(
+        {
+            ("rpc.system", "grpc"),
+            ("rpc.service", f"turngate.v1.{service}"),
+            ("rpc.method", method),
+            ("rpc.grpc.status_code", code.value[0]),
+        }
+    )
+
+
+async def test_rpc_durations_are_recorded_by_method_and_status_and_a_cancelled_watch_as_cancelled(
+    installed: Recorded, own_server: OwnServer, session: pb.SessionRef
+) -> None:
+    duration = "rpc.server.call.duration"
+    admitted = called("AdmissionService", "AdmitTurn", grpc.StatusCode.OK)
+    aborted = called("AdmissionService", "AdmitTurn", grpc.StatusCode.ABORTED)
+    cancelled = called("SessionService", "WatchSession", grpc.StatusCode.CANCELLED)
+    before = {at: installed.value(duration, at, "count") for at in (admitted, aborted, cancelled)}
+    async with own_server() as (_, client):
+        await admit(client, session)
+        await refused(admit(client, session, "t2"))
+        stream = watch(client, session)
+        await collect(stream, 1)
+        stream.cancel()
+        await eventually(lambda: installed.value(duration, cancelled, "count") == before[cancelled] + 1)
+    assert installed.value(duration, admitted, "count") == before[admitted] + 1
+    assert installed.value(duration, aborted, "count") == before[aborted] + 1
+    assert not [at for at in installed.points(duration) if ("rpc.service", "grpc.health.v1.Health") in at]

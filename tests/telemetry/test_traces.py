@@ -26,11 +26,12 @@ from tests.e2e.calls import admit, complete, refused, stop
 from tests.e2e.servers import Client
 from tests.e2e.watching import STREAM_TIMEOUT_S, collect, watch
 from tests.telemetry.queueing import enqueue, stop_then
-from tests.telemetry.recorded import Recorded, children, in_session, in_trace, rpc
+from tests.telemetry.recorded import Recorded, children, client_rpc, in_session, in_trace, rpc
 from tests.waiting import eventually
 from turngate.client import Client as Sdk
 from turngate.service.core import Command, Heartbeat, SessionKey
 from turngate.service.server import TurngateServer
+from turngate.service.telemetry.spans import peer
 from turngate.v1 import turngate_pb2 as pb
 
 RUNNER = Path(__file__).with_name("runner_process.py")
@@ -56,8 +57,8 @@ def served(where: Callable[[ReadableSpan], bool]) -> Callable[[ReadableSpan], bo
 def heartbeat_traced(spans: Sequence[ReadableSpan]) -> bool:
     """Whether a Heartbeat has ended on both sides: its server span and the client span it is the
     child of (the SDK heartbeats every third of the lease)."""
-    name = rpc("AdmissionService", "Heartbeat")
-    clients = {ids(s.context) for s in spans if s.name == name and s.kind is SpanKind.CLIENT}
+    client_name, name = client_rpc("AdmissionService", "Heartbeat"), rpc("AdmissionService", "Heartbeat")
+    clients = {ids(s.context) for s in spans if s.name == client_name and s.kind is SpanKind.CLIENT}
     return any(
         s.name == name and s.kind is SERVER and s.parent is not None and ids(s.parent) in clients
         for s in spans
@@ -84,7 +85,7 @@ async def test_the_sdk_turn_span_is_the_ancestor_of_the_server_spans_of_its_rpcs
     }
     for server_span in (span for each in served_spans.values() for span in each):
         client_span = by_id[ids(server_span.parent)]
-        assert (client_span.name, client_span.kind) == (server_span.name, SpanKind.CLIENT)
+        assert (client_span.name, client_span.kind) == ("/" + server_span.name, SpanKind.CLIENT)
         assert ids(client_span.parent) == ids(turn_span.context)
         [apply] = children(spans, server_span)
         [decide] = children(spans, apply)
@@ -121,6 +122,26 @@ async def test_a_refusal_is_on_the_apply_span_and_its_code_on_the_server_span(
     )
     assert attributes(server_span)["rpc.grpc.status_code"] == grpc.StatusCode.ABORTED.value[0]
     assert server_span.status.status_code is StatusCode.UNSET  # a refusal is an answer, not a server error
+
+
+async def test_server_spans_have_the_current_semantic_convention_names(
+    traced: tuple[TurngateServer, Client], recorded: Recorded, session: pb.SessionRef
+) -> None:
+    _, client = traced
+    await admit(client, session, "t1")
+    server_span = await recorded.one(rpc("AdmissionService", "AdmitTurn"), lambda span: span.kind is SERVER)
+    found = attributes(server_span)
+    named = ("rpc.system", "rpc.service", "rpc.method", "rpc.grpc.status_code")
+    assert {key: found[key] for key in named} == {
+        "rpc.system": "grpc",
+        "rpc.service": "turngate.v1.AdmissionService",
+        "rpc.method": "AdmitTurn",
+        "rpc.grpc.status_code": 0,
+    }
+    assert found["network.peer.address"] == "127.0.0.1"
+    assert isinstance(found["network.peer.port"], int)
+    assert str(found["user_agent.original"]).startswith("grpc-python")
+    assert not [key for key in found if key.startswith("net.") or key == "rpc.user_agent"]
 
 
 async def test_a_turn_whose_runner_process_was_killed_is_settled_in_a_span_linked_to_its_admission(
@@ -170,7 +191,7 @@ async def test_a_forced_stop_settles_in_a_span_linked_to_the_admission(
     with tracer.start_as_current_span("gateway") as gateway:
         await stop(client, session, "t1", force=True)
     [admitting] = recorded.finished(
-        rpc("AdmissionService", "AdmitTurn"), lambda span: span.kind is SpanKind.CLIENT
+        client_rpc("AdmissionService", "AdmitTurn"), lambda span: span.kind is SpanKind.CLIENT
     )
     settled = await recorded.one(APPLY, in_trace(gateway.get_span_context().trace_id))
     assert (attributes(settled)["turngate.outcome"], attributes(settled)["turngate.settled_by"]) == (
@@ -183,7 +204,7 @@ async def test_a_forced_stop_settles_in_a_span_linked_to_the_admission(
 def client_span(recorded: Recorded, method: str, trace_id: int) -> ReadableSpan:
     """The one client span of `method` in the trace."""
     [span] = recorded.finished(
-        rpc("AdmissionService", method),
+        client_rpc("AdmissionService", method),
         lambda span: span.kind is SpanKind.CLIENT and in_trace(trace_id)(span),
     )
     return span
@@ -279,3 +300,11 @@ async def test_the_spans_of_a_heartbeat_past_its_deadline_end(
     finally:
         release_write.set()
         server.store.before_write = None
+
+
+def test_the_peer_of_a_server_span_is_parsed_from_grpcs_peer_string() -> None:
+    assert peer("ipv4:127.0.0.1:5000") == ("127.0.0.1", 5000)
+    assert peer("ipv6:[::1]:5000") == ("::1", 5000)
+    assert peer("ipv6:%5B::1%5D:5000") == ("::1", 5000)
+    assert peer("unix:/tmp/turngate.sock") is None
+    assert peer("ipv4:garbage") is None

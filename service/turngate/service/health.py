@@ -92,6 +92,10 @@ class Health:
             if closed:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "this replica is shutting down: use another")
 
+    def serving(self, service: str) -> bool:
+        """Whether `service` ("": readiness, `LIVENESS`) is SERVING."""
+        return bool(self._of(service) == SERVING)
+
     def report(self, condition: str, problem: str | None) -> None:
         """What is wrong with `condition` (None: nothing; whoever reports it logs it). Readiness is
         SERVING while nothing is wrong with any condition, until a drain starts (then it stays

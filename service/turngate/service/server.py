@@ -24,7 +24,7 @@ from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, ledger_url, open_backend, project_when_migrated, projector_for
 from turngate.service.config import Settings
 from turngate.service.core import limits
-from turngate.service.health import STORE, Health, follow_store
+from turngate.service.health import LIVENESS, STORE, Health, follow_store
 from turngate.service.schema import LEDGER, LedgerSchema
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.cas import CompareAndSetStore
@@ -113,6 +113,9 @@ class TurngateServer:
                 lost_histories=(lambda: projector.lost_histories) if projector else None,
                 loop_restarts=self.supervisor.restarts,
             ),
+            store_kind=settings.store.partition(":")[0],
+            live=lambda: self._health.serving(LIVENESS),
+            ready=lambda: self._health.serving(""),
         )
         server = grpc.aio.server(
             interceptors=[*instrumented.interceptors, Edge(self._gatekeeper, settings.rpc_timeout)],

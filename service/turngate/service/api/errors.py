@@ -61,6 +61,8 @@ async def abort(context: grpc.aio.ServicerContext[Any, Any], status: grpc.Status
 
 def refusal(value: core.Refusal, *, admission: bool = False) -> grpc.Status:
     """The status for a core refusal; AdmitTurn refusals also carry an AdmissionRefusal."""
+    # An answer, not a fault: at debug, by reason only (the message may name the caller's ids).
+    log.debug("refused: %s", value.reason.name)
     metadata = {
         "activeTurnId": value.active_turn_id,
         "activePhase": value.active_phase.name if value.active_phase else "",
@@ -95,6 +97,8 @@ def limit_exceeded(limit: str, message: str) -> grpc.Status:
 
 
 def bad_request(error: InvalidArgument) -> grpc.Status:
+    # At debug, naming the fields only: their descriptions may quote what the caller sent.
+    log.debug("bad request: invalid %s", ", ".join(field for field, _ in error.violations) or "request")
     violations = [
         error_details_pb2.BadRequest.FieldViolation(field=field, description=description)
         for field, description in error.violations

@@ -8,9 +8,12 @@ from typing import Any
 
 import grpc
 
+from turngate.client._version import __version__
 from turngate.service.ports.store import Store
-from turngate.service.telemetry import logs, traces
+from turngate.service.telemetry import listener, logs, traces
+from turngate.service.telemetry.attributes import prefixed
 from turngate.service.telemetry.metrics import Sampler, Sources, process_metrics
+from turngate.service.telemetry.rpc import Measured
 
 Loop = Callable[[], Coroutine[Any, Any, None]]
 
@@ -23,15 +26,22 @@ class Instrumented:
     loops: dict[str, Loop]
 
 
-def server(store: Store, sources: Sources) -> Instrumented:
-    """Logs the store's commits; traces if a tracer provider is installed; counts its decisions
-    and samples `sources` for the gauges if a meter provider is."""
+def server(
+    store: Store, sources: Sources, *, store_kind: str, live: listener.Probe, ready: listener.Probe
+) -> Instrumented:
+    """Logs the store's commits; traces if a tracer provider is installed; counts its decisions,
+    measures its RPCs, reports its build and samples `sources` for the gauges if a meter provider
+    is. The metrics listener's `/healthz` and `/readyz` answer `live()` and `ready()`."""
     store.add_listener(logs.log_events)
+    listener.follow(live=live, ready=ready)
     traces.enable()
+    interceptors = traces.server_interceptors()
     process = process_metrics()
     if process is not None:
         store.add_observer(process.observe)
-    return Instrumented(traces.server_interceptors(), sampling(sources))
+        process.build = prefixed({"version": __version__, "store": store_kind})
+        interceptors.append(Measured(process.rpc_duration))
+    return Instrumented(interceptors, sampling(sources))
 
 
 def sampling(sources: Sources) -> dict[str, Loop]:

@@ -21,7 +21,9 @@ from typing import assert_never
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.semconv._incubating.metrics.rpc_metrics import RPC_SERVER_CALL_DURATION
 
+from turngate.client._version import __version__
 from turngate.service.core import (
     Admit,
     Admitted,
@@ -52,6 +54,7 @@ from turngate.service.core import (
     TurnSettled,
 )
 from turngate.service.ports.store import Applied, StoreUnavailable
+from turngate.service.telemetry import listener, rpc
 from turngate.service.telemetry.attributes import Fields, prefixed
 
 SAMPLE_INTERVAL_S = 1.0
@@ -126,6 +129,26 @@ class Metrics:
 
     def __init__(self, meter: Meter) -> None:
         self.sampler: Sampler | None = None
+        # What the build info gauge reports: turngate's version and the store's kind (set by `build`).
+        self.build: Fields = {}
+        self.rpc_duration = meter.create_histogram(
+            RPC_SERVER_CALL_DURATION,
+            "s",
+            "Measures the duration of an incoming Remote Procedure Call (RPC).",
+            explicit_bucket_boundaries_advisory=rpc.BUCKETS,
+        )
+        meter.create_observable_gauge(
+            "turngate.build.info",
+            [lambda _options: [Observation(1, self.build)] if self.build else []],
+            "1",
+            "1, with turngate's version and the kind of store this process uses",
+        )
+        meter.create_observable_gauge(
+            "turngate.ready",
+            [self._ready],
+            "1",
+            "1 while this replica's gRPC health is SERVING (ready for calls), else 0",
+        )
         self._admissions = meter.create_counter(
             "turngate.admissions", "{admission}", "AdmitTurn answers: admitted, replayed, or refused and why"
         )
@@ -219,6 +242,10 @@ class Metrics:
             return [] if reported is None else [Observation(reported)]
 
         return observe
+
+    def _ready(self, _options: CallbackOptions) -> Iterable[Observation]:
+        ready = listener.readiness()
+        return [] if ready is None else [Observation(int(ready))]
 
     def _restarts(self, _options: CallbackOptions) -> Iterable[Observation]:
         restarts = {} if self.sampler is None else self.sampler.loop_restarts()
@@ -324,5 +351,5 @@ def process_metrics() -> Metrics | None:
     global _metrics
     provider = metrics.get_meter_provider()
     if _metrics is None and isinstance(provider, MeterProvider):
-        _metrics = Metrics(provider.get_meter("turngate"))
+        _metrics = Metrics(provider.get_meter("turngate", __version__))
     return _metrics

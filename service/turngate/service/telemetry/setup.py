@@ -4,12 +4,15 @@
 * Traces go by OTLP over gRPC when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
   `OTEL_EXPORTER_OTLP_ENDPOINT` is set, unless `OTEL_TRACES_EXPORTER=none`; metrics likewise
   (`…_METRICS_ENDPOINT`, `OTEL_METRICS_EXPORTER`), every `OTEL_METRIC_EXPORT_INTERVAL`.
-* With `metrics_listen`, metrics are also served as Prometheus text at http://HOST:PORT/metrics.
+* With `metrics_listen`, metrics are also served as Prometheus text at http://HOST:PORT/metrics,
+  with the process's CPU, memory, open files and start time (prometheus_client's
+  ProcessCollector), and the listener answers `/healthz` and `/readyz` (`listener`).
 
 Without any of these no provider is installed: the OpenTelemetry API stays a no-op and turngate
 starts no span at all. The exporters, the batch span processor and the sampler read their own
 variables (headers, certificates, timeout, compression, `OTEL_BSP_*`, `OTEL_TRACES_SAMPLER`…); the
-resource comes from `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME` (`turngate` by default).
+resource comes from `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME` (`turngate` by default),
+with `service.version` turngate's version.
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from prometheus_client import CollectorRegistry, start_http_server
+from opentelemetry.semconv.attributes.service_attributes import SERVICE_VERSION
+from prometheus_client import CollectorRegistry, ProcessCollector
 
+from turngate.client._version import __version__
 from turngate.service.config import Settings, host_and_port
+from turngate.service.telemetry.listener import Listener
 
 log = logging.getLogger("turngate.telemetry")
 DEFAULT_SERVICE_NAME = "turngate"
@@ -76,7 +82,10 @@ def exporting(settings: Settings) -> Exporting:
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
     if settings.metrics_listen:
         chosen.prometheus = CollectorRegistry()
-        readers.append(PrometheusMetricReader(registry=chosen.prometheus))
+        ProcessCollector(registry=chosen.prometheus)
+        # One meter makes every metric: scope labels would say nothing, and the empty
+        # otel_scope_schema_url the exporter adds would only clutter each series.
+        readers.append(PrometheusMetricReader(registry=chosen.prometheus, scope_info_enabled=False))
     if readers:
         chosen.meter_provider = MeterProvider(metric_readers=readers, resource=resource)
     return chosen
@@ -100,21 +109,19 @@ def configured(settings: Settings) -> Iterator[None]:
 
 @contextmanager
 def _serving(address: str | None, registry: CollectorRegistry | None) -> Iterator[None]:
-    """`registry` as Prometheus text at http://`address`/metrics, for the block."""
+    """`registry` as Prometheus text at http://`address`/metrics, with the probes, for the block."""
     if address is None or registry is None:
         yield
         return
     host, port = host_and_port(address)
     try:
-        server, thread = start_http_server(port, addr=host, registry=registry)
+        listener = Listener(host, port, registry)
     except OSError as error:
         raise TelemetryError(f"cannot serve metrics on {address}: {error}") from error
     try:
         yield
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        listener.close()
 
 
 def _otlp(signal: str) -> bool:
@@ -134,8 +141,9 @@ def _otlp(signal: str) -> bool:
 
 
 def _resource() -> Resource:
-    """From OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, named `turngate` if they name nothing."""
-    resource = Resource.create()
+    """From OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, named `turngate` if they name nothing,
+    with turngate's version."""
+    resource = Resource.create({SERVICE_VERSION: __version__})
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
     return resource

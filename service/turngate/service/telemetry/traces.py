@@ -1,4 +1,4 @@
-"""Spans: the server span of each RPC (opentelemetry-instrumentation-grpc) and turngate's own.
+"""Spans: the server span of each RPC (`spans.ServerInterceptor`) and turngate's own.
 
 Tracing is on once `enable()` finds an SDK tracer provider installed in the process (by
 `setup.configured`, or by a test). Until then no span is started anywhere: each helper hands back
@@ -23,7 +23,7 @@ from typing import assert_never
 import grpc
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+from opentelemetry.instrumentation.grpc import filters
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.semconv._incubating.attributes.rpc_attributes import RPC_GRPC_STATUS_CODE
 from opentelemetry.trace import INVALID_SPAN, Span, SpanContext, Status, StatusCode, Tracer
@@ -50,6 +50,7 @@ from turngate.service.core import (
 )
 from turngate.service.ports.store import Applied
 from turngate.service.telemetry.attributes import PREFIX, Fields, event_fields, prefixed, session_fields
+from turngate.service.telemetry.spans import ServerInterceptor
 
 STORE_APPLY = "turngate.store.apply"
 DECIDE = "turngate.decide"
@@ -92,8 +93,8 @@ def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
     Health checks make none: probes would drown the RPCs."""
     if _tracer is None:
         return []
-    interceptor: grpc.aio.ServerInterceptor = aio_server_interceptor(  # type: ignore[no-untyped-call]
-        filter_=filters.negate(filters.health_check())
+    interceptor: grpc.aio.ServerInterceptor = ServerInterceptor(  # type: ignore[no-untyped-call]
+        _tracer, filter_=filters.negate(filters.health_check())
     )
     return [interceptor]
 
