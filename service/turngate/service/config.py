@@ -5,10 +5,12 @@ The timing contract is validated here, so a bad value refuses to start with one 
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -157,6 +159,12 @@ class Settings(BaseSettings):
     keepalive_time: Seconds = Field(30.0, ge=1.0, le=DAY)
     keepalive_timeout: Seconds = Field(10.0, ge=0.1, le=3600.0)
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        # TURNGATE_LOG_LEVEL=info is what people type.
+        return value.upper() if isinstance(value, str) else value
+
     @field_validator("metrics_listen", mode="before")
     @classmethod
     def _empty_is_off(cls, value: object) -> object:
@@ -213,7 +221,8 @@ class Settings(BaseSettings):
     def _queue_wait_within_cap(self) -> Settings:
         if self.queue_wait > self.max_queue_wait:
             raise ValueError(
-                f"queue_wait ({self.queue_wait:g}s) must not exceed max_queue_wait ({self.max_queue_wait:g}s)"
+                f"TURNGATE_QUEUE_WAIT ({self.queue_wait:g}s) must not exceed TURNGATE_MAX_QUEUE_WAIT "
+                f"({self.max_queue_wait:g}s)"
             )
         return self
 
@@ -262,16 +271,62 @@ def local_target(listen: str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def describe(error: ValidationError, what: str = "settings") -> str:
-    """One line naming every bad setting (or field of `what`), for a refusal to start."""
+PREFIX = "TURNGATE_"
+# Settings whose values are never echoed: a URL may carry a password, a file name is a token's.
+_UNSHOWN = frozenset({"store", "ledger", "token", "token_file", "auth_file", "settings"})
+# TURNGATE_* variables read by other programs than the service: the test suite, the benchmarks,
+# and a Kubernetes Service named turngate (its service links: TURNGATE_PORT, TURNGATE_SERVICE_HOST…).
+_OTHER_PROGRAMS = re.compile(
+    r"^TURNGATE_(TEST_[A-Z0-9_]+|HYPOTHESIS_PROFILE|FUZZ_BACKEND|BENCH_TARGETS|PORT(_[A-Z0-9_]+)?|SERVICE_[A-Z0-9_]+)$"
+)
+
+
+def variable(name: str) -> str:
+    """The environment variable of setting `name`."""
+    return PREFIX + name.upper()
+
+
+def shown_default(name: str) -> str:
+    """Setting `name`'s default as --help shows it."""
+    value: Any = Settings.model_fields[name].default
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def unknown_variables(environ: Mapping[str, str], known: Iterable[str]) -> list[str]:
+    """One line for each TURNGATE_* variable in `environ` that nothing reads (a misspelling, most
+    likely), naming the closest known one."""
+    names = sorted(set(known))
+    lines = []
+    for name in sorted(environ):
+        if not name.startswith(PREFIX) or name in names or _OTHER_PROGRAMS.match(name):
+            continue
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        lines.append(f"turngate: warning: {name} is not a turngate setting and is ignored{hint}")
+    return lines
+
+
+def describe(error: ValidationError, what: str = "settings", flags: Mapping[str, str] | None = None) -> str:
+    """One line naming every bad setting (or field of `what`) by its flag (`flags`: setting ->
+    option) and variable, with its value unless it may be secret, for a refusal to start."""
     parts = []
     for item in error.errors():
         name = ".".join(str(p) for p in item["loc"]) or "settings"
-        # A URL may carry a password, and any input may be long: echo only short, safe values.
-        shown = "" if name in ("store", "ledger", "settings") else repr(item.get("input"))
         message = item["msg"].removeprefix("Value error, ")
         if name == "settings":  # a rule across several settings: its message names them
             parts.append(message)
-        else:
-            parts.append(f"{name}{'=' + shown if shown and len(shown) <= 40 else ''}: {message}")
+            continue
+        shown = "" if name in _UNSHOWN else repr(item.get("input"))
+        value = f"={shown}" if shown and len(shown) <= 40 else ""
+        if flags is None:
+            parts.append(f"{name}{value}: {message}")
+            continue
+        names = f"{flags[name]} or {variable(name)}" if name in flags else variable(name)
+        parts.append(f"{names}{value}: {message}")
     return f"invalid {what}: " + "; ".join(parts)
