@@ -15,7 +15,7 @@ import uuid
 from datetime import timedelta
 
 from turngate.client import AdmissionMode, Cancelled, Client, Mismatch, QueuedTurn, SessionBusy, Turn
-from turngate.client.defaults import default_project, default_target
+from turngate.client.defaults import DEFAULT_PROJECT, default_project, default_target
 
 
 def say(step: str) -> None:
@@ -47,7 +47,7 @@ async def queued_message(client: Client, session_id: str, turn_id: str, queued: 
         print(f"   {turn_id} runs, admitted from the queue (generation {turn.generation})")
 
 
-async def tour(target: str, project: str) -> None:
+async def tour(target: str, project: str = DEFAULT_PROJECT) -> None:
     async with Client(target, project) as client:
         session_id = f"chat-{uuid.uuid4().hex[:8]}"
         gateway = client.gateway()
