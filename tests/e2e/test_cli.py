@@ -139,6 +139,13 @@ def test_serve_help_names_every_setting_by_its_variable_and_default_and_no_bare_
         and f"TURNGATE_{name.upper()}={shown_default(name)}" not in shown
     ]
     assert missing == []
+    environment_only = [name for name in Settings.model_fields if f"[TURNGATE_{name.upper()}," not in shown]
+    undescribed = [
+        name
+        for name in environment_only
+        if not (about := Settings.model_fields[name].description) or re.sub(r"\s+", "", about) not in shown
+    ]
+    assert undescribed == []
     placeholders = re.findall(r"--([a-z-]+) ([A-Z_]+)\b", text)
     assert [flag for flag, shown in placeholders if shown == flag.upper().replace("-", "_")] == []
 

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -129,9 +130,12 @@ def _environment_only(parser: argparse.ArgumentParser) -> None:
     """Lists, in --help, the settings that have no flag with their defaults (README, Running it,
     says what each does)."""
     flagged = _flags(parser)
-    lines = [
-        f"  {variable(name)}={shown_default(name)}" for name in Settings.model_fields if name not in flagged
-    ]
+    lines = []
+    for name, field in Settings.model_fields.items():
+        if name not in flagged:
+            lines.append(f"  {variable(name)}={shown_default(name)}")
+            about = " ".join((field.description or "").split())
+            lines += textwrap.wrap(about, width=76, initial_indent="      ", subsequent_indent="      ")
     title = "settings with no flag (environment only, with defaults; README, Running it)"
     parser.add_argument_group(title, "\n".join(lines))
 
