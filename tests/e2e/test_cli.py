@@ -21,10 +21,12 @@ from tests.e2e.processes import (
     dump,
     free_port,
     run_cli,
+    serve_log,
     spawn_server,
     sqlite_file,
     sqlite_url,
 )
+from tests.waiting import eventually
 from turngate.client import __version__
 from turngate.service.config import Settings, shown_default
 from turngate.service.sql.migrate import alembic_config
@@ -221,7 +223,12 @@ def test_a_lower_case_log_level_is_taken_and_an_unusable_database_path_is_named(
     ]
 
 
-def test_the_default_sqlite_file_is_named_with_its_absolute_path_at_start(tmp_path: Path) -> None:
-    result = run_cli(tmp_path, "migrate", env={"TURNGATE_LOG_LEVEL": "info"})
-    assert result.returncode == 0, result.stderr
-    assert f"store: SQLite file {database(tmp_path)}" in result.stderr
+async def test_the_sqlite_file_is_named_with_its_absolute_path_at_start(tmp_path: Path) -> None:
+    migrated = run_cli(tmp_path, "migrate", env={"TURNGATE_LOG_LEVEL": "info"})
+    assert migrated.returncode == 0, migrated.stderr
+    assert f"migrating the SQLite file {database(tmp_path)}\n" in migrated.stderr
+
+    port = free_port()
+    async with spawn_server(tmp_path, "--store", "sqlite+aiosqlite:///./turngate.db", port=port):
+        listening = f"; store: SQLite file {database(tmp_path)}\n"
+        await eventually(lambda: listening in serve_log(tmp_path, port).read_text())

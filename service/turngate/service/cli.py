@@ -271,6 +271,9 @@ def _run_one(command: str, settings: Settings, *, worker: int | None = None) -> 
         if worker is None:
             _check_can_start(command, settings)
         if command == "migrate":
+            if settings.sqlite_file is not None:
+                # `serve` names its SQLite file when it listens (server.serve).
+                logging.getLogger("turngate.cli").info("migrating the SQLite file %s", settings.sqlite_file)
             asyncio.run(migrate(settings.ledger or settings.store))
         else:
             with setup.configured(settings):
@@ -299,11 +302,8 @@ def _check_can_start(command: str, settings: Settings) -> None:
     file can be written, each reported in one line naming it."""
     if command == "serve":
         _check_port_free(settings.listen)
-    database = _sqlite_file(settings.ledger or settings.store)
-    if database is not None:
-        # A relative path depends on the working directory: say which file this start uses.
-        logging.getLogger("turngate.cli").info("store: SQLite file %s", database)
-        _check_writable(database)
+    if settings.sqlite_file is not None:
+        _check_writable(settings.sqlite_file)
 
 
 def _check_port_free(listen: str) -> None:
@@ -322,16 +322,6 @@ def _check_port_free(listen: str) -> None:
                 probe.bind(address)
             except OSError as error:
                 raise CannotStart(f"cannot listen on {listen}: {error.strerror}") from None
-
-
-def _sqlite_file(url: str) -> Path | None:
-    """The absolute path of a SQLite store's file (None for another store, or one in memory)."""
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
-        return None
-    return Path(parsed.database).absolute()
 
 
 def _check_writable(database: Path) -> None:

@@ -210,6 +210,18 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def sqlite_file(self) -> Path | None:
+        """The absolute path of the SQLite file holding the store, or with a redis store the ledger
+        (None for another database, or one in memory): a relative path is the working directory's."""
+        # Imported here: the operator commands, which read no store, start faster without it.
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self.ledger or self.store)
+        if not url.drivername.startswith("sqlite") or url.database in (None, "", ":memory:"):
+            return None
+        return Path(url.database).absolute()
+
+    @property
     def redis_mode(self) -> bool:
         return self.store.startswith(REDIS_SCHEMES)
 
