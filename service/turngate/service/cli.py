@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -312,8 +313,8 @@ def _check_port_free(listen: str) -> None:
         return
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as error:
-        raise CannotStart(f"cannot listen on {listen}: {error.strerror}") from None
+    except OSError:
+        return  # the server's own bind reports it
     for family, kind, proto, _, address in addresses:
         with socket.socket(family, kind, proto) as probe:
             # As the server binds: a port whose last connections linger in TIME_WAIT is free.
@@ -321,7 +322,10 @@ def _check_port_free(listen: str) -> None:
             try:
                 probe.bind(address)
             except OSError as error:
-                raise CannotStart(f"cannot listen on {listen}: {error.strerror}") from None
+                # Only a port taken or forbidden: an address this host lacks (e.g. ::1 of a
+                # `localhost` without IPv6) is left to the server, which binds what it can.
+                if error.errno in (errno.EADDRINUSE, errno.EACCES):
+                    raise CannotStart(f"cannot listen on {listen}: {error.strerror}") from None
 
 
 def _check_writable(database: Path) -> None:
