@@ -16,6 +16,7 @@ import asyncio
 import uuid
 
 from turngate.client import AdmissionMode, Client, LeftQueue, QueuedTurn, SessionBusy, Turn, TurnOutcome
+from turngate.client.defaults import default_project, default_target
 
 
 async def tool(turn: Turn, call_id: str, seconds: float) -> None:
@@ -84,8 +85,8 @@ def main() -> None:
     parser.add_argument("--queue", action="store_true", help="wait in the session's queue if it is busy")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--step-seconds", type=float, default=2.0)
-    parser.add_argument("--target", default="127.0.0.1:50051")
-    parser.add_argument("--project", default="demo")
+    parser.add_argument("--target", default=default_target(), help="[TURNGATE_TARGET, 127.0.0.1:50051]")
+    parser.add_argument("--project", default=default_project(), help="[TURNGATE_PROJECT, default]")
     args = parser.parse_args()
     asyncio.run(
         run_agent(

@@ -15,6 +15,7 @@ import asyncio
 from typing import assert_never
 
 from turngate.client import Cancelled, Client, Idle, Mismatch, StopResult
+from turngate.client.defaults import default_project, default_target
 
 
 def describe(answer: StopResult) -> str:
@@ -70,8 +71,8 @@ def main() -> None:
     parser.add_argument("turn", nargs="?", default="")
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--wait", type=float, default=None, metavar="SECONDS")
-    parser.add_argument("--target", default="127.0.0.1:50051")
-    parser.add_argument("--project", default="demo")
+    parser.add_argument("--target", default=default_target(), help="[TURNGATE_TARGET, 127.0.0.1:50051]")
+    parser.add_argument("--project", default=default_project(), help="[TURNGATE_PROJECT, default]")
     args = parser.parse_args()
     if args.wait is not None and not args.turn:
         parser.error("--wait needs the TURN to stop")

@@ -21,6 +21,7 @@ from turngate.client import (
     TurnSettled,
     UnknownEvent,
 )
+from turngate.client.defaults import default_project, default_target
 
 
 def describe(event: Event) -> str:
@@ -72,8 +73,8 @@ def main() -> None:
     parser.add_argument("session")
     parser.add_argument("--after", type=int, default=0, metavar="SEQ")
     parser.add_argument("--turn", default="")
-    parser.add_argument("--target", default="127.0.0.1:50051")
-    parser.add_argument("--project", default="demo")
+    parser.add_argument("--target", default=default_target(), help="[TURNGATE_TARGET, 127.0.0.1:50051]")
+    parser.add_argument("--project", default=default_project(), help="[TURNGATE_PROJECT, default]")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(watch(args.target, args.project, args.session, after_seq=args.after, turn_id=args.turn))

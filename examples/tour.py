@@ -2,18 +2,20 @@
 two messages waiting in the session's queue while a Stop pauses it.
 
 Run `turngate serve` in one terminal, then `python examples/tour.py` in another
-(or `python examples/tour.py HOST:PORT`). It plays a runner, a gateway and a watcher, with the
-SDK (`turngate.client`).
+(`--target HOST:PORT`, `--project ID`: the `turngate` command's defaults and variables,
+TURNGATE_TARGET and TURNGATE_PROJECT; a positional HOST:PORT still works). It plays a runner, a
+gateway and a watcher, with the SDK (`turngate.client`).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 import uuid
 from datetime import timedelta
 
 from turngate.client import AdmissionMode, Cancelled, Client, Mismatch, QueuedTurn, SessionBusy, Turn
+from turngate.client.defaults import DEFAULT_PROJECT, default_project, default_target
 
 
 def say(step: str) -> None:
@@ -45,8 +47,8 @@ async def queued_message(client: Client, session_id: str, turn_id: str, queued: 
         print(f"   {turn_id} runs, admitted from the queue (generation {turn.generation})")
 
 
-async def tour(target: str) -> None:
-    async with Client(target, "demo") as client:
+async def tour(target: str, project: str = DEFAULT_PROJECT) -> None:
+    async with Client(target, project) as client:
         session_id = f"chat-{uuid.uuid4().hex[:8]}"
         gateway = client.gateway()
         watcher = asyncio.create_task(watch(client, session_id))
@@ -114,5 +116,19 @@ async def tour(target: str) -> None:
         watcher.cancel()
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    # The positional address is the tour's first interface, kept for those who learnt it.
+    parser.add_argument("address", nargs="?", metavar="HOST:PORT", help="the same as --target")
+    parser.add_argument("--target", help="[TURNGATE_TARGET, 127.0.0.1:50051]")
+    parser.add_argument("--project", default=default_project(), help="[TURNGATE_PROJECT, default]")
+    args = parser.parse_args()
+    if args.address and args.target:
+        parser.error("give HOST:PORT or --target, not both")
+    asyncio.run(tour(args.target or args.address or default_target(), args.project))
+
+
 if __name__ == "__main__":
-    asyncio.run(tour(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:50051"))
+    main()

@@ -41,7 +41,9 @@ async def test_an_invalid_argument_or_setting_exits_2_with_one_line(turngate: Tu
         "turngate: invalid request: session.session_id: must match [A-Za-z0-9][A-Za-z0-9._:-]{0,127}\n"
     )
     assert (bad_timeout.code, bad_timeout.out) == (2, "")
-    assert bad_timeout.err == "turngate: invalid settings: timeout='0': Input should be greater than 0\n"
+    assert bad_timeout.err == (
+        "turngate: invalid settings: --timeout or TURNGATE_TIMEOUT='0': Input should be greater than 0\n"
+    )
 
 
 async def test_an_unreachable_service_exits_1_with_one_line_naming_it(turngate: Turngate) -> None:

@@ -54,10 +54,11 @@ async def test_status_shows_the_stopping_turn_its_lease_and_stop_and_the_last_se
     )
 
 
-async def test_status_of_a_session_never_seen_is_idle(turngate: Turngate) -> None:
+async def test_status_of_a_session_never_seen_is_idle_and_says_it_was_never_seen(turngate: Turngate) -> None:
     ran = await turngate.run("status", "new-session")
     assert (ran.code, ran.err) == (0, "")
-    assert sections(ran.out) == {"": {"session": "new-session", "phase": "IDLE", "seq": "0"}}
+    never_seen = f"never seen: no event of new-session in project {turngate.project}"
+    assert sections(ran.out) == {"": {"session": "new-session", "phase": "IDLE", "seq": "0"}, never_seen: {}}
 
 
 async def search_until_cancelled(turn: Turn, opened: asyncio.Event) -> None:

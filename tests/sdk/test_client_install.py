@@ -88,7 +88,8 @@ async def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def test_the_two_wheels_hold_each_their_own_packages(wheels: Path) -> None:
     client, service = wheel(wheels, "turngate_client"), wheel(wheels, "turngate")
     assert members(client) == {"turngate/client", "turngate/v1"}
-    assert members(service) == {"turngate/service"}
+    # `python -m turngate` runs the service's command: its __main__ sits in the namespace package.
+    assert members(service) == {"turngate/service", "turngate/__main__.py"}
     with zipfile.ZipFile(service) as archive:
         metadata = archive.read(f"{service.name.split('-py')[0]}.dist-info/METADATA").decode()
     version = importlib.metadata.version("turngate-client")

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from tests.e2e.calls import get_turn, snapshot
+from tests.e2e.processes import PROCESS_TIMEOUT_S, cli_env
 from tests.e2e.servers import Client as Raw
 from tests.sdk.conftest import PROJECT
 from tests.waiting import eventually
+from turngate.client.defaults import DEFAULT_PROJECT, DEFAULT_TARGET
+from turngate.service.operate.commands import Target
 from turngate.v1 import turngate_pb2 as pb
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -64,3 +69,43 @@ async def test_demo_stop_waits_then_forces_a_turn_nobody_ends(
     await raw.admission.AdmitTurn(pb.AdmitTurnRequest(session=ref, turn_id="t1", runner_id="stuck"))
     await example("demo_stop").stop(target, PROJECT, ref.session_id, "t1", wait=0.2)
     assert "t1 settled TURN_OUTCOME_CANCELLED by SETTLED_BY_GATEWAY" in capsys.readouterr().out
+
+
+async def test_the_examples_read_the_clis_target_and_project_variables_and_defaults(
+    target: str, raw: Raw, ref: pb.SessionRef
+) -> None:
+    """An example run as documented, with no flag: TURNGATE_TARGET and TURNGATE_PROJECT (which the
+    `turngate` command reads too) say where it plays; the defaults are the command's."""
+    await raw.admission.AdmitTurn(pb.AdmitTurnRequest(session=ref, turn_id="t1", runner_id="stuck"))
+    env = cli_env(TURNGATE_TARGET=target, TURNGATE_PROJECT=PROJECT)
+    stopped = await asyncio.create_subprocess_exec(
+        sys.executable,
+        EXAMPLES / "demo_stop.py",
+        ref.session_id,
+        "t1",
+        "--force",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await asyncio.wait_for(stopped.communicate(), PROCESS_TIMEOUT_S)
+    assert out.decode() == "cancelled and settled at once: t1\n"
+    assert (await snapshot(raw, ref)).last_settled.turn_id == "t1"
+
+    [target_flag] = [line for line in _help("demo_runner") if line.lstrip().startswith("--target")]
+    assert (Target.model_fields["target"].default, Target.model_fields["project"].default) == (
+        DEFAULT_TARGET,
+        DEFAULT_PROJECT,
+    )
+    assert f"[TURNGATE_TARGET, {DEFAULT_TARGET}]" in target_flag
+
+
+def _help(name: str) -> list[str]:
+    shown = subprocess.run(
+        [sys.executable, EXAMPLES / f"{name}.py", "--help"],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        check=True,
+    )
+    return shown.stdout.splitlines()

@@ -104,7 +104,7 @@ def _samples(text: str) -> set[str]:
 def test_a_bad_metrics_address_refuses_to_start_and_a_taken_one_exits_1(tmp_path: Path) -> None:
     result = run_cli(tmp_path, "serve", "--metrics-listen", "9464")
     assert result.returncode == 2
-    assert "metrics_listen" in result.stderr
+    assert "--metrics-listen or TURNGATE_METRICS_LISTEN='9464'" in result.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

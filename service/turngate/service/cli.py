@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete's global activation looks for this marker)
 """The `turngate` command: the service (`serve`, `migrate`, `project`) and the operator commands
 (`operate`). Exit codes (`operate.ExitCode`): 0 ok, 1 runtime failure, 2 usage or invalid settings;
 3 to 7 and 130 for operator commands."""
@@ -6,19 +7,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import logging
 import os
+import socket
 import sys
+import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import argcomplete
 from pydantic import ValidationError
 
 # Before grpc loads: its C core would print its own lines (e.g. a failed TLS handshake) to stderr,
 # where the command promises one line per error.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
+from turngate.client import __version__
 from turngate.service import operate
-from turngate.service.config import Settings, describe
+from turngate.service.config import (
+    Settings,
+    describe,
+    host_and_port,
+    shown_default,
+    unknown_variables,
+    variable,
+)
+from turngate.service.operate.commands import Target
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -31,21 +47,24 @@ def _parser() -> argparse.ArgumentParser:
         epilog=operate.EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"turngate {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve_cmd = commands.add_parser("serve", help="run the service (embedded SQLite store by default)")
-    serve_cmd.add_argument("--listen", help="HOST:PORT to listen on [TURNGATE_LISTEN, 127.0.0.1:50051]")
+    serve_cmd = commands.add_parser(
+        "serve",
+        help="run the service (embedded SQLite store by default)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve_cmd.add_argument("--listen", metavar="HOST:PORT", help="where to listen")
     serve_cmd.add_argument(
         "--workers",
-        help="processes serving --listen together, each a full replica; auto: one per core; "
-        "redis mode only [TURNGATE_WORKERS, 1]",
+        metavar="N|auto",
+        help="processes serving --listen together, each a full replica; auto: one per core; redis mode only",
     )
     _store_flags(serve_cmd)
-    serve_cmd.add_argument("--lease-ttl", type=float, help="default lease, seconds [TURNGATE_LEASE_TTL, 20]")
-    serve_cmd.add_argument("--stop-grace", type=float, help="stop grace, seconds [TURNGATE_STOP_GRACE, 30]")
+    serve_cmd.add_argument("--lease-ttl", type=float, metavar="SECONDS", help="default lease")
+    serve_cmd.add_argument("--stop-grace", type=float, metavar="SECONDS", help="stop grace")
     serve_cmd.add_argument(
-        "--tombstone-ttl",
-        type=float,
-        help="how long a Stop before start is kept, seconds [TURNGATE_TOMBSTONE_TTL, 600]",
+        "--tombstone-ttl", type=float, metavar="SECONDS", help="how long a Stop before start is kept"
     )
     _migrate_flag(serve_cmd)
     serve_cmd.add_argument(
@@ -53,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="projector",
         action="store_false",
         default=None,
-        help="redis mode: leave the ledger projection to `turngate project` [TURNGATE_PROJECTOR]",
+        help="redis mode: leave the ledger projection to `turngate project`",
     )
     _metrics_flag(serve_cmd)
     _security_flags(serve_cmd)
@@ -66,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     _store_flags(project_cmd)
     _migrate_flag(project_cmd)
     _metrics_flag(project_cmd)
+    for service_cmd in (serve_cmd, migrate_cmd, project_cmd):
+        _name_settings(service_cmd)
     token_cmd = commands.add_parser(
         "token",
         help="make a new token: its tokens-file entry goes to stdout, the token itself to stderr",
@@ -85,22 +106,46 @@ def _migrate_flag(parser: argparse.ArgumentParser) -> None:
         dest="migrate",
         action="store_false",
         default=None,
-        help="do not migrate the schema: wait, not ready, until another process has [TURNGATE_MIGRATE]",
+        help="do not migrate the schema: wait, not ready, until another process has",
     )
 
 
+def _flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The settings `parser` takes by flag, and the flag."""
+    return {
+        action.dest: action.option_strings[-1]
+        for action in parser._actions
+        if action.dest in Settings.model_fields and action.option_strings
+    }
+
+
+def _name_settings(parser: argparse.ArgumentParser) -> None:
+    """Ends each setting's flag help with its variable and default, both read from `Settings` so
+    --help cannot drift from what the service does."""
+    for action in parser._actions:
+        if action.dest in Settings.model_fields and action.option_strings:
+            action.help = f"{action.help} [{variable(action.dest)}, {shown_default(action.dest)}]"
+
+
 def _environment_only(parser: argparse.ArgumentParser) -> None:
-    """Names, in --help, the settings that have no flag (README, Running it, says what each does)."""
-    flagged = vars(parser.parse_args([]))
-    names = [f"TURNGATE_{name.upper()}" for name in Settings.model_fields if name not in flagged]
-    title = "settings with no flag (environment only; README, Running it)"
-    parser.add_argument_group(title, ", ".join(names))
+    """Lists, in --help, the settings that have no flag with their defaults (README, Running it,
+    says what each does)."""
+    flagged = _flags(parser)
+    lines = []
+    for name, field in Settings.model_fields.items():
+        if name not in flagged:
+            lines.append(f"  {variable(name)}={shown_default(name)}")
+            about = " ".join((field.description or "").split())
+            lines += textwrap.wrap(about, width=76, initial_indent="      ", subsequent_indent="      ")
+    title = "settings with no flag (environment only, with defaults; README, Running it)"
+    parser.add_argument_group(title, "\n".join(lines))
 
 
 def _metrics_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-listen",
-        help="HOST:PORT to serve Prometheus metrics at /metrics on [TURNGATE_METRICS_LISTEN, off]",
+        metavar="HOST:PORT",
+        help="where to serve Prometheus metrics at /metrics; unset: off",
     )
 
 
@@ -110,32 +155,32 @@ def _security_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--auth-file",
-        help="tokens file (TOML or JSON) naming principals; SIGHUP reloads it [TURNGATE_AUTH_FILE]",
+        metavar="FILE",
+        help="tokens file (TOML or JSON) naming principals; SIGHUP reloads it",
     )
     group.add_argument(
         "--insecure",
         action="store_true",
         default=None,
-        help="allow listening beyond loopback with no --auth-file [TURNGATE_INSECURE]",
+        help="allow listening beyond loopback with no --auth-file",
     )
     group.add_argument(
-        "--tls-cert",
-        help="PEM certificate chain: serve TLS; SIGHUP reloads the TLS files [TURNGATE_TLS_CERT]",
+        "--tls-cert", metavar="FILE", help="PEM certificate chain: serve TLS; SIGHUP reloads the TLS files"
     )
-    group.add_argument("--tls-key", help="PEM private key of --tls-cert [TURNGATE_TLS_KEY]")
+    group.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
     group.add_argument(
-        "--tls-client-ca",
-        help="PEM CA: require client certificates it signed (mutual TLS) [TURNGATE_TLS_CLIENT_CA]",
+        "--tls-client-ca", metavar="FILE", help="PEM CA: require client certificates it signed (mutual TLS)"
     )
 
 
 def _store_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
-        help="store URL [TURNGATE_STORE, sqlite+aiosqlite:///./turngate.db; postgresql+asyncpg://…; "
-        "redis://…, redis+cluster://host:port,…, redis+sentinel://host:port,…/service]",
+        metavar="URL",
+        help="sqlite+aiosqlite:///FILE (a relative FILE is under the working directory), "
+        "postgresql+asyncpg://…, redis://…, redis+cluster://host:port,…, redis+sentinel://host:port,…/service",
     )
-    parser.add_argument("--ledger", help="with a redis store: the SQL ledger's URL [TURNGATE_LEDGER]")
+    parser.add_argument("--ledger", metavar="URL", help="with a redis store: the SQL ledger's URL")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -151,17 +196,35 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    # Answers a shell's completion request (_ARGCOMPLETE set) and exits; otherwise does nothing.
+    argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)
     if args.command in operate.COMMANDS:
         return operate.run(args)
     if args.command == "token":
         return _issue_token(args.name, args.role, args.project)
+    # A misspelt variable is most likely meant for the service; a warning, not a refusal, so a
+    # deployment that carries a stale one keeps starting.
+    known = [variable(name) for name in (*Settings.model_fields, *Target.model_fields)]
+    for line in unknown_variables(os.environ, known):
+        print(line, file=sys.stderr)
     try:
         settings = _settings(args)
     except ValidationError as error:
-        print(f"turngate: {describe(error)}", file=sys.stderr)
+        service_cmd = next(p for p in _subparsers(parser) if p.prog.endswith(f" {args.command}"))
+        print(f"turngate: {describe(error, flags=_flags(service_cmd))}", file=sys.stderr)
         return EXIT_USAGE
     return _run_service(args.command, settings)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    return [
+        sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for sub in action.choices.values()
+    ]
 
 
 def _issue_token(name: str, roles: list[str], projects: list[str]) -> int:
@@ -206,17 +269,74 @@ def _run_one(command: str, settings: Settings, *, worker: int | None = None) -> 
 
     logs.configure(settings.log_level, settings.log_format, worker=worker)
     try:
+        if worker is None:
+            _check_can_start(command, settings)
         if command == "migrate":
+            if settings.sqlite_file is not None:
+                # `serve` names its SQLite file when it listens (server.serve).
+                logging.getLogger("turngate.cli").info("migrating the SQLite file %s", settings.sqlite_file)
             asyncio.run(migrate(settings.ledger or settings.store))
         else:
             with setup.configured(settings):
                 asyncio.run(project(settings) if command == "project" else serve(settings))
-    except (ListenError, StoreUnavailable, setup.TelemetryError, TokensFileError, TlsError) as error:
+    except (
+        ListenError,
+        StoreUnavailable,
+        setup.TelemetryError,
+        TokensFileError,
+        TlsError,
+        CannotStart,
+    ) as error:
         print(f"turngate: {error}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+class CannotStart(Exception):
+    """What stops the service from starting, found before it writes anything."""
+
+
+def _check_can_start(command: str, settings: Settings) -> None:
+    """Before the store is opened (which creates a SQLite file): the port is free and the SQLite
+    file can be written, each reported in one line naming it."""
+    if command == "serve":
+        _check_port_free(settings.listen)
+    if settings.sqlite_file is not None:
+        _check_writable(settings.sqlite_file)
+
+
+def _check_port_free(listen: str) -> None:
+    host, port = host_and_port(listen)
+    if port == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return  # the server's own bind reports it
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            # As the server binds: a port whose last connections linger in TIME_WAIT is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as error:
+                # Only a port taken or forbidden: an address this host lacks (e.g. ::1 of a
+                # `localhost` without IPv6) is left to the server, which binds what it can.
+                if error.errno in (errno.EADDRINUSE, errno.EACCES):
+                    raise CannotStart(f"cannot listen on {listen}: {error.strerror}") from None
+
+
+def _check_writable(database: Path) -> None:
+    # SQLite writes its journal next to the file: the directory must be writable too.
+    folder = database.parent
+    if not folder.is_dir():
+        problem = "is not a directory" if folder.exists() else "does not exist"
+        raise CannotStart(f"cannot open the SQLite store {database}: {folder} {problem}")
+    for path in (folder, database):
+        if path.exists() and not os.access(path, os.W_OK | (os.X_OK if path == folder else 0)):
+            raise CannotStart(f"cannot open the SQLite store {database}: {path} is not writable")
 
 
 if __name__ == "__main__":

@@ -5,10 +5,12 @@ The timing contract is validated here, so a bad value refuses to start with one 
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -58,7 +60,9 @@ DAY = _seconds(limits.DAY)
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TURNGATE_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="TURNGATE_", extra="forbid", frozen=True, use_attribute_docstrings=True
+    )
 
     listen: HostPort = "127.0.0.1:50051"
     # `serve`: processes serving `listen` together (SO_REUSEPORT), each a full replica; "auto" is
@@ -83,56 +87,64 @@ class Settings(BaseSettings):
         ge=_seconds(limits.MIN_MEMORY_TTL),
         le=_seconds(limits.MAX_MEMORY_TTL),
     )
-    # The turn queue: how long a queued turn waits when its AdmitTurn names no max_queue_wait, the
-    # most an AdmitTurn may name, and how many turns may wait per session.
+    # The docstrings of the settings with no flag are `serve --help`'s text for them.
     queue_wait: Seconds = Field(
         _seconds(limits.DEFAULT_MAX_QUEUE_WAIT),
         ge=_seconds(limits.MIN_QUEUE_WAIT),
         le=_seconds(limits.MAX_QUEUE_WAIT),
     )
+    """Seconds a queued turn waits when its AdmitTurn names no max_queue_wait."""
     max_queue_wait: Seconds = Field(
         _seconds(limits.DEFAULT_QUEUE_WAIT_CAP),
         ge=_seconds(limits.MIN_QUEUE_WAIT),
         le=_seconds(limits.MAX_QUEUE_WAIT),
     )
+    """The most seconds an AdmitTurn may ask to wait in the queue."""
     max_queue_depth: int = Field(limits.DEFAULT_MAX_QUEUE_DEPTH, ge=1, le=limits.MAX_QUEUE_DEPTH)
-    # How many of a session's latest events a watcher may resume from; older cursors resync.
+    """Turns that may wait per session."""
     event_retention: int = Field(1_000, ge=100, le=1_000_000)
-    # Events queued for one watcher before its stream ends and it must resume from its cursor.
+    """How many of a session's latest events a watcher may resume from; older cursors resync."""
     watch_buffer: int = Field(1024, ge=16, le=1_000_000)
+    """Events queued for one watcher before its stream ends and it must resume from its cursor."""
     migrate: bool = True
-    # Redis store: sessions are spread over this many hash-tagged buckets (one slot each).
     redis_buckets: int = Field(16, ge=1, le=16_384)
+    """Redis store: sessions are spread over this many hash-tagged buckets (one slot each)."""
     redis_prefix: str = Field("tg", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
-    # Redis store: every read and connect to a node is bounded by this, so a frozen node fails
-    # calls fast (UNAVAILABLE) instead of holding them to their deadline.
+    """Redis store: the prefix of every key."""
     redis_timeout: Seconds = Field(2.0, ge=0.05, le=60.0)
-    # Redis store: a write is acknowledged only once this many replicas have it (WAIT), within
-    # redis_wait_timeout; else the call is UNAVAILABLE (README, Production mode: what a failover loses).
+    """Redis store: seconds every read and connect to a node may take, so a frozen node fails
+    calls fast (UNAVAILABLE) instead of holding them to their deadline."""
     redis_wait_replicas: int = Field(0, ge=0, le=16)
+    """Redis store: a write is acknowledged only once this many replicas have it (WAIT), within
+    TURNGATE_REDIS_WAIT_TIMEOUT; else the call is UNAVAILABLE."""
     redis_wait_timeout: Seconds = Field(0.5, gt=0.0, le=60.0)
+    """Redis store: seconds a write waits for TURNGATE_REDIS_WAIT_REPLICAS."""
     # Redis store: whether `serve` also projects the outbox into the ledger (else `turngate project` does).
     projector: bool = True
-    # Ledger projector: an outbox entry pending this long is taken over by another replica.
     reclaim_idle: Seconds = Field(30.0, ge=1.0, le=DAY)
-    # ... and one that failed this many deliveries while others commit goes to the dead letters.
+    """Ledger projector: an outbox entry pending this many seconds is taken over by another replica."""
     max_deliveries: int = Field(5, ge=1, le=1_000)
+    """Ledger projector: an entry that failed this many deliveries while others commit goes to the
+    dead letters."""
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
-    # SIGTERM: how long a replica goes on serving while its health says NOT_SERVING, so load
-    # balancers stop sending calls before it stops accepting them (SIGINT skips it).
+    """NORMAL: a killed process loses nothing committed; FULL: power loss neither."""
     drain_delay: Seconds = Field(2.0, ge=0.0, le=3600.0)
-    # ... then how long calls in flight may take to finish before they are cancelled.
+    """SIGTERM: seconds a replica goes on serving while its health says NOT_SERVING, so load
+    balancers stop sending calls before it stops accepting them (SIGINT skips it)."""
     shutdown_grace: Seconds = Field(10.0, ge=0.0, le=3600.0)
-    # A client connection is asked to move (GOAWAY) after about this long, so long-lived clients
-    # spread over new replicas; its calls then get max_connection_age_grace to finish (off: None).
+    """... then seconds calls in flight may take to finish before they are cancelled."""
     max_connection_age: Seconds | None = Field(None, ge=1.0, le=DAY * 30)
+    """A client connection is asked to move (GOAWAY) after about this many seconds, so long-lived
+    clients spread over new replicas (unset: never)."""
     max_connection_age_grace: Seconds = Field(30.0, ge=0.0, le=DAY)
-    # Readiness turns NOT_SERVING while a background loop has been failing (restarted again and
-    # again) for longer than this.
+    """... then its calls get this many seconds to finish."""
     loop_failure_grace: Seconds = Field(30.0, ge=0.0, le=3600.0)
+    """Readiness turns NOT_SERVING while a background loop has been failing (restarted again and
+    again) for longer than this many seconds."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    # `text`: one human-readable line per record (state changes add logfmt fields); `json`: one object.
+    """DEBUG, INFO, WARNING or ERROR, in any case."""
     log_format: Literal["text", "json"] = "text"
+    """text: one human-readable line per record (state changes add logfmt fields); json: one object."""
     # Where to serve Prometheus text at /metrics (off by default; empty = off).
     metrics_listen: HostPort | None = None
 
@@ -145,17 +157,29 @@ class Settings(BaseSettings):
     # With TLS: only clients presenting a certificate signed by this CA may connect (mutual TLS).
     tls_client_ca: Path | None = None
     max_message_bytes: int = Field(64 * 1024, ge=16 * 1024, le=64 * 1024 * 1024)
+    """The largest request, in bytes."""
     max_watches_per_principal: int = Field(10_000, ge=1, le=1_000_000)
+    """Watch streams one principal may hold open."""
     max_watches_per_session: int = Field(1_000, ge=1, le=1_000_000)
-    # Sessions of one project that may have an active turn at once; 0 = no limit (see docs/security.md).
+    """Watch streams one session may have."""
     max_active_sessions_per_project: int = Field(0, ge=0, le=10_000_000)
+    """Sessions of one project that may have an active turn at once; 0: no limit."""
     max_open_tool_calls: int = Field(limits.MAX_OPEN_TOOL_CALLS, ge=1, le=limits.MAX_TOOL_CALLS)
+    """Tool calls one turn may have open at once."""
     max_pending_interactions: int = Field(limits.MAX_PENDING_INTERACTIONS, ge=1, le=limits.MAX_INTERACTIONS)
-    # Deadline given to a unary call whose caller set none.
+    """Interactions one turn may have pending at once."""
     rpc_timeout: Seconds = Field(30.0, gt=0.0, le=3600.0)
-    # Ping every connection this often; one that does not answer within keepalive_timeout is dropped.
+    """Deadline, in seconds, given to a unary call whose caller set none."""
     keepalive_time: Seconds = Field(30.0, ge=1.0, le=DAY)
+    """Ping every connection this often (seconds)."""
     keepalive_timeout: Seconds = Field(10.0, ge=0.1, le=3600.0)
+    """A connection that does not answer a ping within this many seconds is dropped."""
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        # TURNGATE_LOG_LEVEL=info is what people type.
+        return value.upper() if isinstance(value, str) else value
 
     @field_validator("metrics_listen", mode="before")
     @classmethod
@@ -186,6 +210,18 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def sqlite_file(self) -> Path | None:
+        """The absolute path of the SQLite file holding the store, or with a redis store the ledger
+        (None for another database, or one in memory): a relative path is the working directory's."""
+        # Imported here: the operator commands, which read no store, start faster without it.
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self.ledger or self.store)
+        if not url.drivername.startswith("sqlite") or url.database in (None, "", ":memory:"):
+            return None
+        return Path(url.database).absolute()
+
+    @property
     def redis_mode(self) -> bool:
         return self.store.startswith(REDIS_SCHEMES)
 
@@ -213,7 +249,8 @@ class Settings(BaseSettings):
     def _queue_wait_within_cap(self) -> Settings:
         if self.queue_wait > self.max_queue_wait:
             raise ValueError(
-                f"queue_wait ({self.queue_wait:g}s) must not exceed max_queue_wait ({self.max_queue_wait:g}s)"
+                f"TURNGATE_QUEUE_WAIT ({self.queue_wait:g}s) must not exceed TURNGATE_MAX_QUEUE_WAIT "
+                f"({self.max_queue_wait:g}s)"
             )
         return self
 
@@ -262,16 +299,62 @@ def local_target(listen: str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def describe(error: ValidationError, what: str = "settings") -> str:
-    """One line naming every bad setting (or field of `what`), for a refusal to start."""
+PREFIX = "TURNGATE_"
+# Settings whose values are never echoed: a URL may carry a password, a file name is a token's.
+_UNSHOWN = frozenset({"store", "ledger", "token", "token_file", "auth_file", "settings"})
+# TURNGATE_* variables read by other programs than the service: the test suite, the benchmarks,
+# and a Kubernetes Service named turngate (its service links: TURNGATE_PORT, TURNGATE_SERVICE_HOST…).
+_OTHER_PROGRAMS = re.compile(
+    r"^TURNGATE_(TEST_[A-Z0-9_]+|HYPOTHESIS_PROFILE|FUZZ_BACKEND|BENCH_TARGETS|PORT(_[A-Z0-9_]+)?|SERVICE_[A-Z0-9_]+)$"
+)
+
+
+def variable(name: str) -> str:
+    """The environment variable of setting `name`."""
+    return PREFIX + name.upper()
+
+
+def shown_default(name: str) -> str:
+    """Setting `name`'s default as --help shows it."""
+    value: Any = Settings.model_fields[name].default
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def unknown_variables(environ: Mapping[str, str], known: Iterable[str]) -> list[str]:
+    """One line for each TURNGATE_* variable in `environ` that nothing reads (a misspelling, most
+    likely), naming the closest known one."""
+    names = sorted(set(known))
+    lines = []
+    for name in sorted(environ):
+        if not name.startswith(PREFIX) or name in names or _OTHER_PROGRAMS.match(name):
+            continue
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        lines.append(f"turngate: warning: {name} is not a turngate setting and is ignored{hint}")
+    return lines
+
+
+def describe(error: ValidationError, what: str = "settings", flags: Mapping[str, str] | None = None) -> str:
+    """One line naming every bad setting (or field of `what`) by its flag (`flags`: setting ->
+    option) and variable, with its value unless it may be secret, for a refusal to start."""
     parts = []
     for item in error.errors():
         name = ".".join(str(p) for p in item["loc"]) or "settings"
-        # A URL may carry a password, and any input may be long: echo only short, safe values.
-        shown = "" if name in ("store", "ledger", "settings") else repr(item.get("input"))
         message = item["msg"].removeprefix("Value error, ")
         if name == "settings":  # a rule across several settings: its message names them
             parts.append(message)
-        else:
-            parts.append(f"{name}{'=' + shown if shown and len(shown) <= 40 else ''}: {message}")
+            continue
+        shown = "" if name in _UNSHOWN else repr(item.get("input"))
+        value = f"={shown}" if shown and len(shown) <= 40 else ""
+        if flags is None:
+            parts.append(f"{name}{value}: {message}")
+            continue
+        names = f"{flags[name]} or {variable(name)}" if name in flags else variable(name)
+        parts.append(f"{names}{value}: {message}")
     return f"invalid {what}: " + "; ".join(parts)

@@ -260,11 +260,13 @@ async def serve(settings: Settings) -> None:
     try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.reload)
         log.info(
-            "turngate listening on %s (port %d, %s, %s)",
+            "turngate listening on %s (port %d, %s, %s)%s",
             settings.listen,
             server.port,
             "TLS" if settings.tls else "plaintext",
             "tokens" if settings.auth_file else "no authentication",
+            # A relative SQLite path depends on the working directory: name the file this start uses.
+            f"; store: SQLite file {settings.sqlite_file}" if settings.sqlite_file else "",
         )
         # Ctrl-C comes from a person at a terminal, not from an orchestrator behind a load balancer.
         if await signalled == signal.SIGTERM:

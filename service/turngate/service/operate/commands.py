@@ -39,6 +39,7 @@ from turngate.client import (
     tls_credentials,
 )
 from turngate.client.auth import check_token
+from turngate.client.defaults import DEFAULT_PROJECT, DEFAULT_TARGET
 from turngate.service.config import HostPort, Seconds, describe, local_target
 from turngate.service.operate import health, render
 from turngate.service.operate.exits import ExitCode
@@ -58,10 +59,11 @@ class Target(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TURNGATE_", extra="forbid", frozen=True)
 
-    target: str = Field("127.0.0.1:50051", min_length=1)
+    # The SDK's defaults, which the examples share (TURNGATE_TARGET, TURNGATE_PROJECT).
+    target: str = Field(DEFAULT_TARGET, min_length=1)
     # The server's own listen address (`serve`): `health` probes it when no target is given.
     listen: HostPort | None = None
-    project: str = "default"
+    project: str = DEFAULT_PROJECT
     # Each call's deadline, retries of network blips included.
     timeout: Seconds = Field(5.0, gt=0.0, le=3600.0)
     # The bearer token, or the file holding it (which keeps it out of the process list).
@@ -106,6 +108,19 @@ class Target(BaseSettings):
         )
 
 
+# Target's settings given by flag, and the flag (the rest only by their variable).
+FLAGS = {
+    "target": "--target",
+    "project": "--project",
+    "timeout": "--timeout",
+    "token": "--token",
+    "token_file": "--token-file",
+    "tls_ca": "--tls-ca",
+    "client_cert": "--tls-cert",
+    "client_key": "--tls-key",
+}
+
+
 def _target(args: argparse.Namespace) -> Target:
     given = {name: value for name in Target.model_fields if (value := getattr(args, name, None)) is not None}
     if "token" in given or "token_file" in given:  # a flag overrides either variable
@@ -119,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         target = _target(args)
         options = target.client_options()
     except ValidationError as error:
-        return _fail(describe(error), ExitCode.USAGE)
+        return _fail(describe(error, flags=FLAGS), ExitCode.USAGE)
     except OSError as error:
         return _fail(f"cannot read {error.filename}: {error.strerror}", ExitCode.USAGE)
     except ValueError as error:

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import TypeAlias, TypeVar
 
+from turngate.client.defaults import DEFAULT_PROJECT, DEFAULT_TARGET, PROJECT_VARIABLE, TARGET_VARIABLE
 from turngate.service.operate import commands
 from turngate.service.operate.exits import EPILOG
 
@@ -34,8 +35,10 @@ def _positive(kind: Callable[[str], N]) -> Callable[[str], N]:
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("common options")
-    group.add_argument("--target", metavar="HOST:PORT", help="the service [TURNGATE_TARGET, 127.0.0.1:50051]")
-    group.add_argument("--project", metavar="ID", help="the project [TURNGATE_PROJECT, default]")
+    group.add_argument(
+        "--target", metavar="HOST:PORT", help=f"the service [{TARGET_VARIABLE}, {DEFAULT_TARGET}]"
+    )
+    group.add_argument("--project", metavar="ID", help=f"the project [{PROJECT_VARIABLE}, {DEFAULT_PROJECT}]")
     group.add_argument(
         "--timeout",
         type=float,

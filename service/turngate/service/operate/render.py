@@ -342,6 +342,11 @@ def settlement(record: TurnRecord) -> str:
 
 def status(snapshot: SessionSnapshot, now: datetime) -> list[str]:
     lines = block(session(snapshot))
+    if snapshot.seq == 0 and snapshot.epoch == 0:
+        # The service answers a session it never heard of as an idle one: say so, as a mistyped
+        # project or session reads exactly like that.
+        ref = snapshot.session
+        lines += ["", f"never seen: no event of {ref.session_id} in project {ref.project_id}"]
     for title, record in (("active turn", snapshot.active), ("last settled turn", snapshot.last_settled)):
         if record is not None:
             lines += ["", title, *block(turn(record, now), indent="  ")]
