@@ -25,6 +25,7 @@ MYPY_TARGETS = (
     "clients/turngate/client",
     "tests",
     "bench",
+    "examples",
     "hatch_build.py",
     "noxfile.py",
 )

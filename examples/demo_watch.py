@@ -14,10 +14,14 @@ from turngate.client import (
     Client,
     Event,
     InteractionChanged,
+    QueuePaused,
+    QueueResumed,
     SessionSnapshot,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
+    TurnDequeued,
+    TurnQueued,
     TurnSettled,
     UnknownEvent,
 )
@@ -26,11 +30,14 @@ from turngate.client.defaults import default_project, default_target
 
 def describe(event: Event) -> str:
     match event.body:
-        case SessionSnapshot(phase=phase, active=active, resync=resync):
+        case SessionSnapshot(phase=phase, active=active, resync=resync, queue=queue):
             running = f" active={active.turn_id}" if active else ""
-            return f"snapshot{' (resync)' if resync else ''} {phase.proto_name}{running}"
-        case TurnAdmitted(turn=turn):
-            return f"turn_admitted {turn.turn_id} by {turn.runner_id}"
+            waiting = f" queued={','.join(q.turn_id for q in queue)}" if queue else ""
+            return f"snapshot{' (resync)' if resync else ''} {phase.proto_name}{running}{waiting}"
+        case TurnAdmitted(turn=turn, from_queue=from_queue):
+            return (
+                f"turn_admitted {turn.turn_id} by {turn.runner_id}{' from the queue' if from_queue else ''}"
+            )
         case StopRequested(turn_id=turn_id, force=force, reason=reason):
             return f"stop_requested {turn_id}{' (force)' if force else ''} reason={reason!r}"
         case ToolCallChanged(tool_call=call):
@@ -39,6 +46,14 @@ def describe(event: Event) -> str:
             return f"interaction {interaction.interaction_id} {interaction.status.proto_name}"
         case TurnSettled(turn=turn):
             return f"turn_settled {turn.turn_id} {turn.outcome.proto_name} by {turn.settled_by.proto_name}"
+        case TurnQueued(turn=queued, position=position):
+            return f"turn_queued {queued.turn_id} by {queued.runner_id} at position {position}"
+        case TurnDequeued(turn_id=turn_id, outcome=outcome, cleared=cleared):
+            return f"turn_dequeued {turn_id} {outcome.proto_name}{' (cleared)' if cleared else ''}"
+        case QueuePaused(turn_id=turn_id, outcome=outcome):
+            return f"queue_paused by {turn_id} {outcome.proto_name}"
+        case QueueResumed():
+            return "queue_resumed"
         case UnknownEvent():
             return "an event of a kind this SDK does not know"
         case _:
