@@ -9,23 +9,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from contextvars import ContextVar
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
-import grpc
 from google.protobuf.message import Message
 
 from turngate.service.api import errors
 from turngate.service.api.decoding import Undecodable
 from turngate.service.auth import access
 from turngate.service.auth.principals import ANONYMOUS, Principal, Tokens
+from turngate.service.wrapping import Context, Streaming, Unary, WrappingInterceptor
 
 log = logging.getLogger("turngate.auth")
 
-Context = grpc.aio.ServicerContext[Any, Any]
-Unary = Callable[[Any, Context], Awaitable[Any]]
-Streaming = Callable[[Any, Context], AsyncGenerator[Any, None]]
 
 # The caller of the RPC being served. Each RPC is served in its own task, whose context this
 # is set in, so it never leaks into another RPC.
@@ -55,29 +52,15 @@ class Gatekeeper:
         return tokens.identify(header[len(_BEARER) :].strip(" \t"))
 
 
-class Edge(grpc.aio.ServerInterceptor):
+class Edge(WrappingInterceptor):
     def __init__(self, gatekeeper: Gatekeeper, rpc_timeout: float) -> None:
         self._gatekeeper = gatekeeper
         self._rpc_timeout = rpc_timeout
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or access.is_open(method):
-            return handler
-        # grpc's handlers are namedtuples: the wrapped behavior replaces the original.
-        replaced: Any = handler
-        if replaced.unary_unary is not None:
-            replaced = replaced._replace(unary_unary=self._unary(method, replaced.unary_unary))
-        elif replaced.unary_stream is not None:
-            replaced = replaced._replace(unary_stream=self._streaming(method, replaced.unary_stream))
-        return cast("grpc.RpcMethodHandler[Any, Any]", replaced)
+    def wraps(self, method: str) -> bool:
+        return not access.is_open(method)
 
-    def _unary(self, method: str, behavior: Unary) -> Unary:
+    def unary(self, method: str, behavior: Unary) -> Unary:
         async def admitted(request: Any, context: Context) -> Any:
             await self._admit(method, request, context)
             if context.time_remaining() is not None:
@@ -92,7 +75,7 @@ class Edge(grpc.aio.ServerInterceptor):
 
         return admitted
 
-    def _streaming(self, method: str, behavior: Streaming) -> Streaming:
+    def streaming(self, method: str, behavior: Streaming) -> Streaming:
         async def admitted(request: Any, context: Context) -> AsyncGenerator[Any, None]:
             await self._admit(method, request, context)
             # Closed with this stream, so the handler releases its watch at once, not when collected.

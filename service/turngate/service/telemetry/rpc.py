@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from collections.abc import AsyncGenerator
+from typing import Any
 
 import grpc
 from opentelemetry.metrics import Histogram
@@ -23,40 +23,25 @@ from opentelemetry.semconv._incubating.attributes.rpc_attributes import (
     RPC_SYSTEM,
 )
 
-Context = grpc.aio.ServicerContext[Any, Any]
+from turngate.service.wrapping import Context, Streaming, Unary, WrappingInterceptor
+
 _HEALTH = "/grpc.health.v1.Health/"
 # Seconds: most answers take milliseconds; a Watch lasts as long as its watcher stays.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 600.0)
 
 
-class Measured(grpc.aio.ServerInterceptor):
+class Measured(WrappingInterceptor):
     """Records each RPC's duration in `histogram`."""
 
     def __init__(self, histogram: Histogram) -> None:
         self._histogram = histogram
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        method: str = handler_call_details.method
-        if handler is None or method.startswith(_HEALTH):
-            return handler
-        service, _, name = method.lstrip("/").partition("/")
-        attributes = {RPC_SYSTEM: "grpc", RPC_SERVICE: service, RPC_METHOD: name}
-        # grpc's handlers are namedtuples: the wrapped behavior replaces the original.
-        replaced: Any = handler
-        if replaced.unary_unary is not None:
-            replaced = replaced._replace(unary_unary=self._unary(attributes, replaced.unary_unary))
-        elif replaced.unary_stream is not None:
-            replaced = replaced._replace(unary_stream=self._streaming(attributes, replaced.unary_stream))
-        return cast("grpc.RpcMethodHandler[Any, Any]", replaced)
+    def wraps(self, method: str) -> bool:
+        return not method.startswith(_HEALTH)
 
-    def _unary(
-        self, attributes: dict[str, str], behavior: Callable[[Any, Context], Awaitable[Any]]
-    ) -> Callable[[Any, Context], Awaitable[Any]]:
+    def unary(self, method: str, behavior: Unary) -> Unary:
+        attributes = _attributes(method)
+
         async def measured(request: Any, context: Context) -> Any:
             started = time.monotonic()
             ended: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
@@ -75,10 +60,10 @@ class Measured(grpc.aio.ServerInterceptor):
 
         return measured
 
-    def _streaming(
-        self, attributes: dict[str, str], behavior: Callable[[Any, Context], AsyncIterator[Any]]
-    ) -> Callable[[Any, Context], AsyncIterator[Any]]:
-        async def measured(request: Any, context: Context) -> AsyncIterator[Any]:
+    def streaming(self, method: str, behavior: Streaming) -> Streaming:
+        attributes = _attributes(method)
+
+        async def measured(request: Any, context: Context) -> AsyncGenerator[Any, None]:
             started = time.monotonic()
             ended: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
             try:
@@ -105,3 +90,8 @@ class Measured(grpc.aio.ServerInterceptor):
         code: grpc.StatusCode | None = ended or context.code()
         status = grpc.StatusCode.OK.value[0] if code is None else code.value[0]
         self._histogram.record(time.monotonic() - started, {**attributes, RPC_GRPC_STATUS_CODE: status})
+
+
+def _attributes(method: str) -> dict[str, str]:
+    service, _, name = method.lstrip("/").partition("/")
+    return {RPC_SYSTEM: "grpc", RPC_SERVICE: service, RPC_METHOD: name}
