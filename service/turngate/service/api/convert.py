@@ -144,6 +144,7 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
     )
     match value.body:
         case core.TurnAdmitted() as b:
+            waited = duration(b.waited) if b.from_queue else None
             out.turn_admitted.CopyFrom(
                 pb.TurnAdmitted(
                     turn=pb.TurnRecord(
@@ -153,11 +154,11 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
                         phase=pb.TURN_PHASE_RUNNING,
                         admitted_at=timestamp(b.admitted_at),
                         lease_expires_at=timestamp(b.lease_expires_at),
-                        queued_at=timestamp(b.admitted_at - b.waited) if b.from_queue else None,
-                        waited=duration(b.waited) if b.from_queue else None,
+                        queued_at=timestamp(b.queued_at),
+                        waited=waited,
                     ),
                     from_queue=b.from_queue,
-                    waited=duration(b.waited) if b.from_queue else None,
+                    waited=waited,
                 )
             )
         case core.StopRequested() as b:

@@ -27,6 +27,11 @@ class TurnAdmitted:
     waited: int = 0
     kind: Literal["turn_admitted"] = "turn_admitted"
 
+    @property
+    def queued_at(self) -> int | None:
+        """When it joined the queue (None: it did not wait in one)."""
+        return self.admitted_at - self.waited if self.from_queue else None
+
 
 @dataclass(frozen=True, slots=True)
 class StopRequested:

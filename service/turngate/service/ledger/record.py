@@ -190,7 +190,7 @@ def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
                 lease_expires_at=body.lease_expires_at,
                 error="",
                 traceparent=body.traceparent,
-                queued_at=body.admitted_at - body.waited if body.from_queue else None,
+                queued_at=body.queued_at,
             )
         case TurnDequeued() as body:  # never ran: its row is written whole, settled, as it leaves
             expired = body.outcome is TurnOutcome.EXPIRED
