@@ -56,7 +56,7 @@ from floor_server import EMPTY, REDIS_GET
 from measure import Call, CpuMeter, Latency, in_turn
 from redis_mode import ADMIT_P50_TARGET as REDIS_ADMIT_P50_TARGET
 from redis_mode import STANDALONE_REDIS
-from report import Target, facts_lines, fmt_ms, fmt_times, progress, table, target_table
+from report import Target, facts_lines, fmt_ms, fmt_times, progress, run_benchmark, table, target_table
 from rpcs import Caller, Stubs, admit, admit_lease, complete, floor_calls, session
 from servers import (
     HERE,
@@ -572,8 +572,4 @@ async def main(opts: Options) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(asyncio.run(main(parse_options())))
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress("interrupted; cleaned up")
-        sys.exit(130)
+    run_benchmark(main(parse_options()))

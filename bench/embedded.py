@@ -34,7 +34,16 @@ from turngate.v1 import turngate_pb2 as pb
 from environment import cpu_seconds, load_average
 from floor_server import EMPTY
 from measure import Call, CpuMeter, Latency, Throughput, client_cpu, concurrent, sequential
-from report import Measured, Target, latency_table, progress, table, target_table, throughput_table
+from report import (
+    Measured,
+    Target,
+    latency_table,
+    progress,
+    run_benchmark,
+    table,
+    target_table,
+    throughput_table,
+)
 from rpcs import Caller, floor_calls, session
 from servers import HERE, SERVE_FLAGS, TURNGATE, Endpoint, floor_answers, launch, turngate_serving
 from sqlite_floor import SQLITE_WRITE
@@ -273,8 +282,4 @@ async def main(opts: Options) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main(parse_options()))
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress("interrupted; cleaned up")
-        sys.exit(130)
+    run_benchmark(main(parse_options()))

@@ -49,7 +49,7 @@ from environment import (
 from fanout_floor import PUBLISH, READY, WATCH
 from idle_watchers import raise_fd_limit
 from measure import Latency
-from report import Target, progress, table, target_table
+from report import Target, progress, run_benchmark, table, target_table
 from rpcs import Stubs, admit, session
 from servers import HERE, SERVE_FLAGS, TURNGATE, turngate_serving
 from servers import launch as launch_endpoint
@@ -485,8 +485,4 @@ async def main(opts: Options) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(asyncio.run(main(parse_options())))
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress("interrupted; cleaned up")
-        sys.exit(130)
+    run_benchmark(main(parse_options()))

@@ -47,6 +47,7 @@ from report import (
     latency_table,
     progress,
     push_table,
+    run_benchmark,
     target_table,
     throughput_table,
 )
@@ -465,8 +466,4 @@ async def main(opts: Options) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main(parse_options()))
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        progress("interrupted; cleaned up")
-        sys.exit(130)
+    run_benchmark(main(parse_options()))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any, NoReturn
 
 from measure import Latency, Throughput
 
@@ -43,6 +45,17 @@ class Target:
 def progress(message: str) -> None:
     """A timestamped line on stderr, while the tables wait for the end of the run on stdout."""
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run_benchmark(main: Coroutine[Any, Any, int | None]) -> NoReturn:
+    """Runs a benchmark's `main` and exits with its code (0 for None), or 130 once interrupted
+    (Ctrl-C): `main` cleans up its servers as it unwinds."""
+    try:
+        code = asyncio.run(main)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        progress("interrupted; cleaned up")
+        sys.exit(130)
+    sys.exit(code or 0)
 
 
 def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
