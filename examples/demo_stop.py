@@ -5,17 +5,20 @@
 
 Without TURN it stops whatever turn is active; with TURN, only that one (a late Stop answers
 `mismatch` and leaves the next turn alone). `--wait S` waits for the turn to settle and forces it
-after S seconds if its runner never ends it.
+after S seconds if its runner never ends it. Exit codes (exits.py), as `turngate stop`'s: 0 a running
+turn was stopped, 3 another turn runs (mismatch), 4 nothing runs (idle), 8 the turn named had not
+started (it will not run; nothing running was stopped), 1 the service failed.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import assert_never
 
 from turngate.client import Cancelled, Client, Idle, Mismatch, StopResult
 from turngate.client.defaults import default_project, default_target
+
+from exits import Exit, run
 
 
 def describe(answer: StopResult) -> str:
@@ -38,6 +41,20 @@ def describe(answer: StopResult) -> str:
             assert_never(answer)
 
 
+def exit_code(answer: StopResult) -> Exit:
+    match answer:
+        case Cancelled() if not answer.stopped_running_turn:
+            return Exit.NOT_STARTED
+        case Cancelled():
+            return Exit.OK
+        case Mismatch():
+            return Exit.REFUSED
+        case Idle():
+            return Exit.IDLE
+        case _:
+            assert_never(answer)
+
+
 async def stop(
     target: str,
     project: str,
@@ -46,21 +63,19 @@ async def stop(
     *,
     force: bool = False,
     wait: float | None = None,
-) -> None:
+) -> Exit:
     async with Client(target, project) as client:
         gateway = client.gateway()
         if wait is not None and turn_id:
             record = await gateway.stop_and_wait(session_id, turn_id, force_after=wait, reason="demo stop")
             if record is None:
                 print(f"{turn_id} had not started: it will be refused")
-            else:
-                print(f"{turn_id} settled {record.outcome.proto_name} by {record.settled_by.proto_name}")
-            return
-        print(
-            describe(
-                await gateway.stop(session_id, expected_turn_id=turn_id, force=force, reason="demo stop")
-            )
-        )
+                return Exit.NOT_STARTED
+            print(f"{turn_id} settled {record.outcome.proto_name} by {record.settled_by.proto_name}")
+            return Exit.OK
+        answer = await gateway.stop(session_id, expected_turn_id=turn_id, force=force, reason="demo stop")
+        print(describe(answer))
+        return exit_code(answer)
 
 
 def main() -> None:
@@ -76,7 +91,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.wait is not None and not args.turn:
         parser.error("--wait needs the TURN to stop")
-    asyncio.run(stop(args.target, args.project, args.session, args.turn, force=args.force, wait=args.wait))
+    run(
+        stop(args.target, args.project, args.session, args.turn, force=args.force, wait=args.wait),
+        args.target,
+    )
 
 
 if __name__ == "__main__":

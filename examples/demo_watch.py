@@ -1,13 +1,14 @@
 """A watcher printing a session's events as they happen; it survives server restarts.
 
 python examples/demo_watch.py SESSION [--after SEQ] [--turn TURN] [--target HOST:PORT] [--project ID]
+
+It fails at once (exit code 1, one line) when the service cannot be reached as it starts; once
+watching, it reconnects by itself until Ctrl-C ends it (exit code 0). Other exit codes: exits.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 from typing import assert_never
 
 from turngate.client import (
@@ -26,6 +27,8 @@ from turngate.client import (
     UnknownEvent,
 )
 from turngate.client.defaults import default_project, default_target
+
+from exits import Exit, run
 
 
 def describe(event: Event) -> str:
@@ -68,17 +71,18 @@ async def watch(
     after_seq: int = 0,
     turn_id: str = "",
     limit: int | None = None,
-) -> None:
+) -> Exit:
     """Prints events until interrupted (or `limit` of them)."""
-    async with (
-        Client(target, project) as client,
-        client.watch(session_id, after_seq=after_seq, turn_id=turn_id) as events,
-    ):
-        async for event in events:
-            print(f"seq={event.seq} {describe(event)}")
-            limit = None if limit is None else limit - 1
-            if limit == 0:
-                return
+    # Reads are not retried (the watch reconnects by itself): a service that is down fails it at once.
+    async with Client(target, project, retry_for=0) as client:
+        await client.get_session(session_id)
+        async with client.watch(session_id, after_seq=after_seq, turn_id=turn_id) as events:
+            async for event in events:
+                print(f"seq={event.seq} {describe(event)}")
+                limit = None if limit is None else limit - 1
+                if limit == 0:
+                    break
+    return Exit.OK
 
 
 def main() -> None:
@@ -91,8 +95,11 @@ def main() -> None:
     parser.add_argument("--target", default=default_target(), help="[TURNGATE_TARGET, 127.0.0.1:50051]")
     parser.add_argument("--project", default=default_project(), help="[TURNGATE_PROJECT, default]")
     args = parser.parse_args()
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(watch(args.target, args.project, args.session, after_seq=args.after, turn_id=args.turn))
+    run(
+        watch(args.target, args.project, args.session, after_seq=args.after, turn_id=args.turn),
+        args.target,
+        interrupted=Exit.OK,  # Ctrl-C is how a watch ends
+    )
 
 
 if __name__ == "__main__":

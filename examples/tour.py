@@ -4,7 +4,8 @@ two messages waiting in the session's queue while a Stop pauses it.
 Run `turngate serve` in one terminal, then `python examples/tour.py` in another
 (`--target HOST:PORT`, `--project ID`: the `turngate` command's defaults and variables,
 TURNGATE_TARGET and TURNGATE_PROJECT; a positional HOST:PORT still works). It plays a runner, a
-gateway and a watcher, with the SDK (`turngate.client`).
+gateway and a watcher, with the SDK (`turngate.client`). Exit codes: exits.py (0: the whole tour
+played; 1 with one line when the service fails or answers otherwise than the tour expects).
 """
 
 from __future__ import annotations
@@ -14,8 +15,19 @@ import asyncio
 import uuid
 from datetime import timedelta
 
-from turngate.client import AdmissionMode, Cancelled, Client, Mismatch, QueuedTurn, SessionBusy, Turn
+from turngate.client import (
+    AdmissionMode,
+    Cancelled,
+    Client,
+    Mismatch,
+    QueuedTurn,
+    SessionBusy,
+    Turn,
+    TurnRecord,
+)
 from turngate.client.defaults import DEFAULT_PROJECT, default_project, default_target
+
+from exits import Exit, Unexpected, expect, run
 
 
 def say(step: str) -> None:
@@ -47,7 +59,7 @@ async def queued_message(client: Client, session_id: str, turn_id: str, queued: 
         print(f"   {turn_id} runs, admitted from the queue (generation {turn.generation})")
 
 
-async def tour(target: str, project: str = DEFAULT_PROJECT) -> None:
+async def tour(target: str, project: str = DEFAULT_PROJECT) -> Exit:
     async with Client(target, project) as client:
         session_id = f"chat-{uuid.uuid4().hex[:8]}"
         gateway = client.gateway()
@@ -62,7 +74,7 @@ async def tour(target: str, project: str = DEFAULT_PROJECT) -> None:
             say("a second message arrives while turn-1 runs: refused, turn-1 is untouched")
             try:
                 async with client.runner("runner-b").turn(session_id, "turn-2"):
-                    pass
+                    raise Unexpected("turn-2 was admitted while turn-1 runs")
             except SessionBusy as busy:
                 print(f"   {busy.code.name} {busy.reason.name} active={busy.active_turn_id}")
 
@@ -70,8 +82,7 @@ async def tour(target: str, project: str = DEFAULT_PROJECT) -> None:
             opened = asyncio.Event()
             tool = asyncio.create_task(search(turn, opened))
             await opened.wait()
-            stop = await gateway.stop(session_id, expected_turn_id="turn-1", reason="user")
-            assert isinstance(stop, Cancelled)
+            stop = expect(await gateway.stop(session_id, expected_turn_id="turn-1", reason="user"), Cancelled)
             print(f"   cancelled: stopping={stop.stopping_turn_id}")
 
             say("the Stop is pushed to the runner at once; it cancels its tool call and reports CANCELLED")
@@ -79,14 +90,13 @@ async def tour(target: str, project: str = DEFAULT_PROJECT) -> None:
             print(f"   stop_requested reason={turn.stop_reason!r}")
             tool.cancel()
             await asyncio.wait({tool})
-        assert turn.settled is not None
-        outcome, by = turn.settled.outcome.proto_name, turn.settled.settled_by.proto_name
+        settled = expect(turn.settled, TurnRecord)
+        outcome, by = settled.outcome.proto_name, settled.settled_by.proto_name
         print(f"   outcome={outcome} by={by}")
 
         say("turn-2 is admitted; a late Stop meant for turn-1 does not touch it")
         async with client.runner("runner-b").turn(session_id, "turn-2"):
-            late = await gateway.stop(session_id, expected_turn_id="turn-1")
-            assert isinstance(late, Mismatch)
+            late = expect(await gateway.stop(session_id, expected_turn_id="turn-1"), Mismatch)
             print(f"   mismatch: current={late.current_turn_id}")
 
         say("turn-1's history: the tool call left open by the Stop was closed INTERRUPTED")
@@ -114,6 +124,7 @@ async def tour(target: str, project: str = DEFAULT_PROJECT) -> None:
 
         await asyncio.sleep(0.2)
         watcher.cancel()
+    return Exit.OK
 
 
 def main() -> None:
@@ -127,7 +138,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.address and args.target:
         parser.error("give HOST:PORT or --target, not both")
-    asyncio.run(tour(args.target or args.address or default_target(), args.project))
+    target = args.target or args.address or default_target()
+    run(tour(target, args.project), target)
 
 
 if __name__ == "__main__":

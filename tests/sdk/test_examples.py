@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from tests.e2e.calls import get_turn, snapshot
-from tests.e2e.processes import PROCESS_TIMEOUT_S, cli_env
+from tests.e2e.processes import PROCESS_TIMEOUT_S, cli_env, free_port
 from tests.e2e.servers import Client as Raw
 from tests.sdk.conftest import PROJECT
 from tests.waiting import eventually
@@ -25,6 +25,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def example(name: str) -> ModuleType:
+    """The example's module, its siblings importable as `python examples/NAME.py` makes them."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
@@ -47,7 +50,7 @@ async def test_demo_runner_honours_the_demo_stop_and_the_demo_watcher_shows_it(
 
     await eventually(calling)
     await stop.stop(target, PROJECT, ref.session_id, "t1")
-    assert await asyncio.wait_for(agent, 5) == pb.TURN_OUTCOME_CANCELLED
+    assert await asyncio.wait_for(agent, 5) == 0  # the turn ran, and ended as it was told
     await watch.watch(target, PROJECT, ref.session_id, after_seq=1, limit=4)
 
     printed = capsys.readouterr().out
@@ -109,3 +112,115 @@ def _help(name: str) -> list[str]:
         check=True,
     )
     return shown.stdout.splitlines()
+
+
+async def _run_example(name: str, *args: str, target: str) -> tuple[int, str, str]:
+    """`python examples/NAME.py *args` at `target` in PROJECT: its exit code, stdout and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        EXAMPLES / f"{name}.py",
+        *args,
+        env=cli_env(TURNGATE_TARGET=target, TURNGATE_PROJECT=PROJECT),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), PROCESS_TIMEOUT_S)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_demo_runner_answers_each_admission_refusal_with_one_line_and_exit_code_3(
+    target: str, raw: Raw, ref: pb.SessionRef, session_id: str
+) -> None:
+    """A reader who re-runs the README's command (the turn already ran), names a turn a Stop
+    cancelled before it started, or meets a busy session or a paused queue gets one line, no
+    traceback, and exit code 3."""
+    done = await _run_example(
+        "demo_runner", session_id, "t1", "--steps", "1", "--step-seconds", "0", target=target
+    )
+    assert done == (
+        0,
+        f"admitted t1 in {session_id} (generation {_generation(done[1])})\n"
+        "   call-1: searching for 0.0s\nt1 settled TURN_OUTCOME_COMPLETED\n",
+        "",
+    )
+
+    again = await _run_example("demo_runner", session_id, "t1", target=target)
+    assert again == (
+        3,
+        "t1 already ran (it ended TURN_OUTCOME_COMPLETED): a turn runs once; name a new one\n",
+        "",
+    )
+
+    await raw.control.CancelTurn(pb.CancelTurnRequest(session=ref, expected_turn_id="t2"))
+    tombstoned = await _run_example("demo_runner", session_id, "t2", target=target)
+    assert tombstoned == (3, "t2 was stopped before it started: it will not run; name a new turn\n", "")
+
+    await raw.admission.AdmitTurn(pb.AdmitTurnRequest(session=ref, turn_id="t3", runner_id="other"))
+    busy = await _run_example("demo_runner", session_id, "t4", target=target)
+    assert (busy[0], busy[1].startswith(f"busy: t3 holds {session_id}; retry in "), busy[2]) == (3, True, "")
+    elsewhere = await _run_example("demo_runner", session_id, "t3", target=target)
+    assert elsewhere == (3, "t3 is running under another runner\n", "")
+
+
+async def test_demo_runner_reports_a_paused_queue_and_leaving_the_queue_in_one_line(
+    target: str, raw: Raw, ref: pb.SessionRef, session_id: str
+) -> None:
+    await raw.admission.AdmitTurn(pb.AdmitTurnRequest(session=ref, turn_id="t1", runner_id="other"))
+    queued = asyncio.create_task(_run_example("demo_runner", session_id, "t2", "--queue", target=target))
+
+    async def waiting() -> bool:
+        return len((await snapshot(raw, ref)).queue) == 1
+
+    await eventually(waiting)
+    await raw.control.CancelTurn(pb.CancelTurnRequest(session=ref, expected_turn_id="t1", force=True))
+    paused = await _run_example("demo_runner", session_id, "t3", target=target)
+    assert paused == (3, f"{session_id}'s queue is paused (t2 waits first): resume it, or pass --queue\n", "")
+
+    await raw.control.CancelTurn(pb.CancelTurnRequest(session=ref, expected_turn_id="t2"))
+    assert await queued == (
+        3,
+        "queued t2: position 1\nt2 left the queue without running: TURN_OUTCOME_CANCELLED\n",
+        "",
+    )
+
+
+async def test_demo_stop_exits_as_turngate_stop_does_for_each_answer(
+    target: str, raw: Raw, ref: pb.SessionRef, session_id: str
+) -> None:
+    """0 stopped, 3 mismatch, 4 idle, 8 nothing running was stopped: one line each."""
+    assert await _run_example("demo_stop", session_id, target=target) == (
+        4,
+        "idle: nothing runs (last turn -)\n",
+        "",
+    )
+    await raw.admission.AdmitTurn(pb.AdmitTurnRequest(session=ref, turn_id="t1", runner_id="stuck"))
+    early = await _run_example("demo_stop", session_id, "t0", target=target)
+    assert early == (
+        8,
+        "nothing running was stopped: t0 will be refused if it starts; t1 is still running\n",
+        "",
+    )
+    stopped = await _run_example("demo_stop", session_id, "t1", target=target)
+    assert (stopped[0], stopped[1].startswith("cancelled: t1 is stopping (deadline "), stopped[2]) == (
+        0,
+        True,
+        "",
+    )
+    await raw.control.CancelTurn(pb.CancelTurnRequest(session=ref, expected_turn_id="t1", force=True))
+    await raw.admission.AdmitTurn(pb.AdmitTurnRequest(session=ref, turn_id="t2", runner_id="stuck"))
+    mismatch = await _run_example("demo_stop", session_id, "t1", target=target)
+    assert mismatch == (3, "mismatch: t1 already ended; t2 runs on, untouched\n", "")
+
+
+async def test_the_watch_examples_fail_at_once_with_one_line_when_the_service_is_down() -> None:
+    """Nothing listens on the port: exit code 1 and one line on stderr, without retrying for long
+    (the bound is PROCESS_TIMEOUT_S; the SDK's read retries would take 30 s)."""
+    down = f"127.0.0.1:{free_port()}"
+    code, out, err = await _run_example("demo_watch", "chat-1", target=down)
+    assert (code, out, len(err.splitlines())) == (1, "", 1)
+    assert err.startswith(f"{EXAMPLES / 'demo_watch.py'}: turngate at {down} unavailable (UNAVAILABLE): ")
+
+
+def _generation(printed: str) -> str:
+    return printed.split("(generation ", 1)[1].split(")", 1)[0]
