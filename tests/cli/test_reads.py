@@ -61,6 +61,21 @@ async def test_status_of_a_session_never_seen_is_idle_and_says_it_was_never_seen
     assert sections(ran.out) == {"": {"session": "new-session", "phase": "IDLE", "seq": "0"}, never_seen: {}}
 
 
+async def test_status_json_shows_every_field_an_idle_session_has_no_active_or_settled_turn_as_null(
+    turngate: Turngate,
+) -> None:
+    ran = await turngate.run("status", "new-session", "--json")
+    assert (ran.code, ran.err) == (0, "")
+    [snapshot] = ran.objects()
+    assert {key: snapshot[key] for key in ("seq", "phase", "active", "lastSettled", "queue")} == {
+        "seq": "0",
+        "phase": "SESSION_PHASE_IDLE",
+        "active": None,
+        "lastSettled": None,
+        "queue": [],
+    }
+
+
 async def search_until_cancelled(turn: Turn, opened: asyncio.Event) -> None:
     async with turn.tool_call("call-3", "browse"):
         opened.set()

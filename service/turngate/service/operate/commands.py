@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="turngate: %(message)s")
     if args.command == "health":
         return asyncio.run(health.check(target.health_target(), options, args.service))
+    if args.command == "watch":  # its first read fails at once when the service is down (see `watch`)
+        options["retry_for"] = 0.0
     try:
         return asyncio.run(_call(args.operation, args, target, options))
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C or SIGTERM (`watch` ends with 0)
@@ -216,7 +218,8 @@ async def status(client: Client, args: argparse.Namespace) -> ExitCode:
 
 
 async def watch(client: Client, args: argparse.Namespace) -> ExitCode:
-    # Fails fast when the service cannot be reached at first; then the watch rides out restarts.
+    # Tried once (`run` gives watch no retries), so a service that cannot be reached fails it at
+    # once; once watching, the watch itself reconnects, riding out restarts.
     await client.get_session(args.session)
     with contextlib.suppress(asyncio.CancelledError):  # Ctrl-C or SIGTERM: how a watch ends
         async with client.watch(args.session, after_seq=args.after, turn_id=args.turn) as events:

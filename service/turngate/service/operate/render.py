@@ -3,7 +3,8 @@
 One renderer per record type turns it into labelled fields (a value of None is not shown); three
 layouts print fields: `line` (`label=value …`, one event or answer), `block` (one record, a
 label a line) and `table` (one record a row). `--json` prints protobuf's JSON mapping of the
-message the SDK's value was built from (its `raw`) instead, one compact object a line.
+message the SDK's value was built from (its `raw`) instead, one compact object a line, every
+field present (an unset message as null).
 
 Times are UTC. Deadlines are shown as seconds from `now` (the local clock; negative when overdue)
 where a renderer is given `now`, as instants otherwise.
@@ -15,7 +16,7 @@ import json
 import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar, assert_never
+from typing import Any, Protocol, TypeVar, assert_never
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -75,9 +76,35 @@ def _escape(char: str) -> str:
 
 
 def json_line(message: Message) -> str:
-    """Protobuf's JSON mapping (int64 as strings), with every scalar field, zero values too."""
+    """Protobuf's JSON mapping (int64 as strings) with every field present: scalars with their
+    zero values, a message that is not set as null (which the mapping parses back as unset); of
+    a oneof, the member that is set."""
     fields = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
-    return _escaped(json.dumps(fields, separators=(",", ":"), ensure_ascii=False))
+    return _escaped(
+        json.dumps(_with_unset_messages(message, fields), separators=(",", ":"), ensure_ascii=False)
+    )
+
+
+def _with_unset_messages(message: Message, shown: dict[str, Any]) -> dict[str, Any]:
+    """`shown` (MessageToDict of `message`, which omits unset message fields), with those as None."""
+    for field in message.DESCRIPTOR.fields:
+        kind = field.message_type
+        if kind is None or kind.GetOptions().map_entry:
+            continue
+        # Well-known types (Timestamp, Duration) are JSON strings: nothing inside to fill.
+        nested = not kind.full_name.startswith("google.protobuf.")
+        if field.is_repeated:
+            if nested:
+                for item, item_shown in zip(
+                    getattr(message, field.name), shown[field.json_name], strict=True
+                ):
+                    _with_unset_messages(item, item_shown)
+        elif message.HasField(field.name):
+            if nested:
+                _with_unset_messages(getattr(message, field.name), shown[field.json_name])
+        elif field.containing_oneof is None:
+            shown[field.json_name] = None
+    return shown
 
 
 def raw(value: Built[M]) -> M:
