@@ -89,9 +89,7 @@ def _migrated_database(request: pytest.FixtureRequest, tmp_path: Path, backend: 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 STORE_BACKENDS = [
     *BACKENDS,
-    pytest.param("redis", marks=pytest.mark.redis),
-    "redis-cluster",
-    "redis-sentinel",
+    *(pytest.param(store, marks=pytest.mark.redis) for store in ("redis", "redis-cluster", "redis-sentinel")),
 ]
 
 

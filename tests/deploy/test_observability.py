@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ruamel.yaml import YAML
 
 from tests.contract.backends import REDIS_SERVER, delete_keyspace, unique_keyspace
@@ -102,6 +103,7 @@ def test_the_alert_rules_follow_the_prometheus_rule_file_format() -> None:
         assert rule["annotations"]["summary"]
 
 
+@pytest.mark.redis
 async def test_every_metric_the_dashboard_and_rules_query_is_exposed_by_a_real_server(tmp_path: Path) -> None:
     queries = [*dashboard_queries(), *(rule["expr"] for rule in rules())]
     queried = {name for expr in queries for name in metric_names(expr)}

@@ -26,7 +26,7 @@ from tests.topologies.fixtures import (  # noqa: F401  (fixtures)
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 
-STORES = ["sqlite", pytest.param("redis", marks=pytest.mark.redis), *TOPOLOGIES]
+STORES = ["sqlite", *(pytest.param(store, marks=pytest.mark.redis) for store in ("redis", *TOPOLOGIES))]
 
 
 @pytest.fixture(scope="session", params=STORES)

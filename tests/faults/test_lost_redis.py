@@ -33,6 +33,8 @@ from turngate.service.store.redis.projector import LedgerProjector
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.watch import Snapshot, WatchHub
 
+pytestmark = pytest.mark.redis  # redis-server: a Redis of its own
+
 PROJECT = "p"
 KEY = SessionKey(PROJECT, "s")
 # Written only before the loss, and only after it.

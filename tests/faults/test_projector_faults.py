@@ -38,6 +38,8 @@ from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace
 from turngate.service.store.redis.projector import AfterCommit, LedgerProjector
 from turngate.service.store.redis.store import RedisStore
 
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]  # servers of their own
+
 RECLAIM_IDLE_S = 1.0
 MAX_DELIVERIES = 2
 HARNESS = Path(__file__).with_name("projector_harness.py")

@@ -54,7 +54,7 @@ from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.keys import Keyspace
 from turngate.v1 import turngate_pb2 as pb
 
-pytestmark = [pytest.mark.postgres]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
 Topology = RedisCluster | RedisSentinel
 

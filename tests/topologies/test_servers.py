@@ -12,6 +12,8 @@ import pytest
 
 from tests.topologies.servers import CLUSTER_SLOTS, RedisCluster, RedisProcess, RedisSentinel
 
+pytestmark = pytest.mark.redis  # redis-server: the topologies are started here
+
 
 @pytest.fixture(scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RedisCluster]:
