@@ -9,12 +9,13 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 # The distributions' metadata and code only (.dockerignore keeps tests, docs and caches out).
-COPY pyproject.toml hatch_build.py README.md ./
+COPY pyproject.toml hatch_build.py README.md constraints.txt ./
 COPY clients/ clients/
 COPY service/ service/
-# Wheels of both distributions and every dependency, then a venv installed from them alone.
+# Wheels of both distributions and every dependency, at the versions CI tested (constraints.txt,
+# as .ci/run installs them), then a venv installed from them alone.
 RUN python3 -m venv /opt/turngate \
- && /opt/turngate/bin/pip wheel --wheel-dir /wheels ./clients . \
+ && /opt/turngate/bin/pip wheel --constraint constraints.txt --wheel-dir /wheels ./clients . \
  && /opt/turngate/bin/pip install --no-index --find-links /wheels turngate \
  && /opt/turngate/bin/pip uninstall --yes pip setuptools
 

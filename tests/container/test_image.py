@@ -1,4 +1,5 @@
-"""The image (Dockerfile; docs/deploying.md, Image), built and run: a non-root user, secure by
+"""The image (Dockerfile; docs/deploying.md, Image), built and run: the versions CI tested
+(constraints.txt), a non-root user, secure by
 default, SERVING on the embedded default with a passing HEALTHCHECK, the contract through its
 port with a token, state kept in its volume across a restart, and a SIGTERM that exits 0."""
 
@@ -11,11 +12,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
 from tests.container import podman
 from tests.e2e.calls import admit, snapshot, stop
 from tests.e2e.processes import free_port
 from tests.e2e.servers import Client, client_for
 from tests.e2e.watching import collect, watch
+from tests.layout.test_packaging import pins_of_constraints
 from turngate.client._version import __version__
 from turngate.client.connection import open_channel
 from turngate.service.auth.issue import entry_for, new_token
@@ -109,6 +114,21 @@ def test_the_image_is_labelled_with_its_version_source_and_licence(built: podman
     assert f'"org.opencontainers.image.version":"{__version__}"' in labels
     assert '"org.opencontainers.image.licenses":"Apache-2.0"' in labels
     assert '"org.opencontainers.image.source":' in labels
+
+
+def test_the_image_installs_the_versions_ci_tested(built: podman.Built) -> None:
+    """Every distribution in the image but turngate's own is at the version constraints.txt pins."""
+    listing = "import importlib.metadata as m; print(*(f'{d.name}=={d.version}' for d in m.distributions()))"
+    ran = podman.run("--rm", "--entrypoint", "python", built.image, "-c", listing)
+    installed = {
+        canonicalize_name(name): Version(version)
+        for name, _, version in (pin.partition("==") for pin in ran.stdout.split())
+    }
+    ours = {"turngate", "turngate-client"}
+    pins = pins_of_constraints()
+    assert {
+        name: version for name, version in installed.items() if name not in ours and pins.get(name) != version
+    } == {}
 
 
 def test_without_a_tokens_file_the_container_refuses_to_listen_beyond_loopback(built: podman.Built) -> None:

@@ -57,7 +57,7 @@ def _requirements() -> list[Requirement]:
     return [Requirement(text) for text in texts]
 
 
-def _pins() -> dict[str, Version]:
+def pins_of_constraints() -> dict[str, Version]:
     pins: dict[str, Version] = {}
     for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):
@@ -117,7 +117,7 @@ def test_the_metadata_has_valid_classifiers_and_no_made_up_urls(name: str) -> No
 
 
 def test_the_constraints_pin_every_installed_dependency_within_the_projects_bounds() -> None:
-    pins = _pins()
+    pins = pins_of_constraints()
     requirements = _requirements()
     own = {canonicalize_name(name) for name in PROJECTS}
     roots = [r for r in requirements if canonicalize_name(r.name) not in own]
