@@ -42,9 +42,9 @@ def isolated_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in hidden and not k.startswith("TURNGATE_")}
 
 
-async def run(*command: str | Path, cwd: Path, within: float = INSTALL_TIMEOUT_S) -> str:
-    """Runs `command` to its end, within `within` seconds; returns its stdout (and shows its
-    output when it fails)."""
+async def run(*command: str | Path, cwd: Path, within: float = INSTALL_TIMEOUT_S, exit_code: int = 0) -> str:
+    """Runs `command` to its end, within `within` seconds, which must exit with `exit_code`;
+    returns its stdout (and shows its output when it fails)."""
     process = await asyncio.create_subprocess_exec(
         *map(str, command),
         cwd=cwd,
@@ -60,7 +60,9 @@ async def run(*command: str | Path, cwd: Path, within: float = INSTALL_TIMEOUT_S
         if process.returncode is None:
             process.kill()
             await process.wait()
-    assert process.returncode == 0, f"{command} exited {process.returncode}:\n{out.decode()}\n{err.decode()}"
+    assert process.returncode == exit_code, (
+        f"{command} exited {process.returncode}:\n{out.decode()}\n{err.decode()}"
+    )
     return out.decode()
 
 
@@ -131,5 +133,7 @@ async def test_the_client_installs_alone_and_runs_the_examples(
     )
     assert "admitted t1" in ran
     assert "t1 settled TURN_OUTCOME_COMPLETED" in ran
-    stopped = await run(python, EXAMPLES / "demo_stop.py", session_id, "t1", *where, cwd=tmp_path, within=30)
+    stopped = await run(
+        python, EXAMPLES / "demo_stop.py", session_id, "t1", *where, cwd=tmp_path, within=30, exit_code=4
+    )  # idle: nothing runs
     assert stopped.strip() == "idle: nothing runs (last turn t1)"
