@@ -49,6 +49,7 @@ async def test_the_probe_of_a_sql_store_changes_nothing(database_url: str) -> No
     assert await session_rows(database_url) == 0
 
 
+@pytest.mark.redis
 async def test_the_probe_of_a_redis_store_writes_nothing(
     redis_store: RedisStore, redis_keyspace: Keyspace
 ) -> None:
