@@ -59,8 +59,8 @@ def _requirements() -> list[Requirement]:
 
 def pins_of_constraints() -> dict[str, Version]:
     pins: dict[str, Version] = {}
-    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#"):
+    for text in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if line := text.partition("#")[0].strip():  # a pin may end in a comment
             name, _, version = line.partition("==")
             pins[canonicalize_name(name)] = Version(version)
     return pins
