@@ -1,0 +1,159 @@
+"""The operator console in a real browser against a real server: busy sessions, a live timeline
+that resumes, a turn's detail, Stop, and runner text shown as text."""
+
+from __future__ import annotations
+
+import re
+from contextlib import AsyncExitStack
+
+from tests.console.browser import Page
+from tests.console.conftest import GATEWAY, PROJECT, TRACE_URL, WATCHER, ConsoleServer
+
+TOOL_CALLS = '#timeline li[data-kind="toolCall"]'
+
+
+async def sign_in(page: Page, token: str, fragment: str) -> None:
+    await page.open(fragment)
+    await page.type_into("#token", token)
+    await page.click("#token-form button[type=submit]")
+
+
+async def consecutive_seqs(page: Page) -> list[int]:
+    """The timeline's seqs, each shown once and none missing (the first row is a snapshot)."""
+    seqs = [int(seq) for seq in await page.attributes("#timeline li", "data-seq")]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
+    return seqs
+
+
+async def test_a_busy_session_is_listed_its_tool_call_appears_live_and_stop_shows_stopping_then_settled(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk:
+        async with sdk.runner("r1").turn(session_id, "t1") as turn:
+            await sign_in(page, GATEWAY.token, f"project={PROJECT}")
+            row = await page.shown("#busy tbody tr", session_id)
+            assert "t1" in row.text and "RUNNING" in row.text and "r1" in row.text
+            await page.screenshot("busy-sessions")
+
+            await page.click("#busy a", session_id)
+            await page.attribute("#turn-state", "data-phase", "RUNNING")
+            async with turn.tool_call("c1", "search_web"):
+                await page.shown(TOOL_CALLS, "search_web (c1) OPEN")
+            await page.shown(TOOL_CALLS, "search_web (c1) SUCCEEDED")
+            await page.screenshot("timeline")
+
+            await page.click("#stop", "Stop turn t1")
+            outcome = await page.shown('#stop-outcome[data-outcome="cancelled"]')
+            assert "t1 is stopping" in outcome.text
+            await page.attribute("#turn-state", "data-phase", "STOPPING")
+            assert turn.stop_requested.is_set()
+        await page.attribute("#turn-state", "data-phase", "SETTLED")
+        assert "CANCELLED by RUNNER" in (await page.shown("#turn-state")).text
+        await page.shown('#timeline li[data-kind="turnSettled"]', "t1 CANCELLED by RUNNER")
+        await page.screenshot("stopped")
+
+
+async def test_the_turn_detail_shows_tool_calls_with_their_end_states_and_links_the_trace(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk:
+        async with sdk.runner("r1").turn(session_id, "t1") as turn:
+            await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+            await page.attribute("#turn-state", "data-phase", "RUNNING")
+            async with turn.tool_call("c1", "read_file"):
+                pass
+            try:
+                async with turn.tool_call("c2", "run_tests"):
+                    raise RuntimeError("3 tests failed")
+            except RuntimeError:
+                pass
+        await page.shown('#timeline li[data-kind="turnSettled"]', "COMPLETED")
+
+    await page.click('#timeline li[data-kind="turnSettled"] a', "t1")
+    await page.shown("#turn-detail tbody tr", "run_tests")
+    rows = await page.texts("#turn-detail tbody tr")
+    assert [row.split()[:3] for row in rows] == [["c1", "read_file", "SUCCEEDED"], ["c2", "run_tests", "FAILED"]]
+    assert "3 tests failed" in rows[1]
+    trace = await page.shown("#turn-detail a.trace")
+    assert re.fullmatch("[0-9a-f]{32}", trace.text)
+    assert trace.get_attribute("href") == TRACE_URL.replace("{trace_id}", trace.text)
+    await page.screenshot("turn-detail")
+
+
+async def test_a_reload_and_a_server_restart_resume_the_timeline_without_missing_or_repeating_events(
+    page: Page, console_server: ConsoleServer, session_id: str
+) -> None:
+    fragment = f"project={PROJECT}&session={session_id}"
+    async with console_server.runner_client() as sdk, AsyncExitStack() as running_turn:
+        async with console_server.start():
+            turn = await running_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
+            await sign_in(page, GATEWAY.token, fragment)
+            async with turn.tool_call("c1", "first"):
+                pass
+            await page.shown(TOOL_CALLS, "(c1) SUCCEEDED")
+
+            await page.leave()
+            async with turn.tool_call("c2", "while_away"):  # recorded while no page watches
+                pass
+            await page.open(fragment)
+            await page.shown(TOOL_CALLS, "(c2) SUCCEEDED")
+            before = await consecutive_seqs(page)
+        await page.attribute("#watch-status", "data-live", "no")
+
+        async with console_server.start():
+            await page.attribute("#watch-status", "data-live", "yes")
+            async with turn.tool_call("c3", "after_restart"):
+                pass
+            await page.shown(TOOL_CALLS, "(c3) SUCCEEDED")
+            await running_turn.aclose()
+            await page.shown('#timeline li[data-kind="turnSettled"]', "COMPLETED")
+            after = await consecutive_seqs(page)
+    assert after[: len(before)] == before
+    calls = await page.texts(TOOL_CALLS)
+    for call in ("(c1) OPEN", "(c1) SUCCEEDED", "(c2) OPEN", "(c2) SUCCEEDED", "(c3) OPEN", "(c3) SUCCEEDED"):
+        assert sum(call in row for row in calls) == 1, (call, calls)
+
+
+async def test_what_a_runner_wrote_is_shown_as_text_never_run_as_markup(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    name = '<img src=x onerror="window.__xss=1">'
+    error = "<script>window.__xss=2</script><b>bold?</b>"
+    async with served.runner_client() as sdk:
+        async with sdk.runner("r1").turn(session_id, "t1") as turn:
+            await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+            try:
+                async with turn.tool_call("c1", name):
+                    raise RuntimeError(error)
+            except RuntimeError:
+                pass
+            row = await page.shown(TOOL_CALLS, "FAILED")
+            assert name in row.text and error in row.text
+    await page.click(TOOL_CALLS + " a", "t1")
+    detail = await page.shown("#turn-detail tbody tr", "FAILED")
+    assert name in detail.text and error in detail.text
+    assert await page.script("return document.querySelectorAll('main img, main script, main b').length") == 0
+    assert await page.script("return window.__xss === undefined") is True
+
+
+async def test_stop_needs_a_gateway_token_and_says_why_it_was_refused(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk:
+        async with sdk.runner("r1").turn(session_id, "t1") as turn:
+            await sign_in(page, WATCHER.token, f"project={PROJECT}&session={session_id}")
+            await page.attribute("#turn-state", "data-phase", "RUNNING")
+            await page.click("#stop", "Stop turn t1")
+            refused = await page.shown('#stop-outcome[data-outcome="error"]')
+            assert "permission_denied" in refused.text
+
+            await page.click("#forget-token")
+            await page.click("#stop", "Stop turn t1")
+            await page.shown('#stop-outcome[data-outcome="needs-token"]', "gateway token")
+            assert await page.script("return document.activeElement.id") == "token"
+            assert not turn.stop_requested.is_set()
+
+            await page.type_into("#token", GATEWAY.token)
+            await page.click("#token-form button[type=submit]")
+            await page.click("#stop", "Stop turn t1")
+            await page.shown('#stop-outcome[data-outcome="cancelled"]', "t1 is stopping")
