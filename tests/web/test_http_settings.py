@@ -69,3 +69,15 @@ def test_serve_on_an_http_port_in_use_exits_1_with_one_line_before_writing_anyth
     assert result.returncode == 1
     assert result.stderr.splitlines() == [f"turngate: cannot listen on {address}: Address already in use"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_migrate_takes_no_calls_so_an_images_wildcard_http_listen_asks_for_no_tokens_file(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite+aiosqlite:///{tmp_path}/z.db"
+    wildcard = {"TURNGATE_HTTP_LISTEN": "0.0.0.0:8080"}
+    migrated = run_cli(tmp_path, "migrate", "--store", store, env=wildcard)
+    assert migrated.returncode == 0, migrated.stderr
+    refused = run_cli(tmp_path, "serve", "--store", store, env=wildcard)
+    assert refused.returncode == 2
+    assert "without --auth-file" in refused.stderr
