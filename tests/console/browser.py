@@ -8,7 +8,8 @@ browser call goes through a thread (`Page`'s async methods) and the loop keeps r
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -60,10 +61,11 @@ class Page:
     async def reload(self) -> None:
         await self._run(self.driver.refresh)
 
-    async def until(self, condition: Callable[[webdriver.Chrome], T]) -> T:
+    async def until(self, condition: Callable[[webdriver.Chrome], T | None]) -> T:
         """What `condition` returns once it is truthy (a stale element counts as not yet)."""
-        wait = WebDriverWait(self.driver, SHOW_TIMEOUT_S, ignored_exceptions=(StaleElementReferenceException,))
-        return await self._run(lambda: wait.until(condition))
+        stale = (StaleElementReferenceException,)
+        wait = WebDriverWait(self.driver, SHOW_TIMEOUT_S, ignored_exceptions=stale)
+        return await self._run(lambda: wait.until(lambda driver: condition(driver) or False))
 
     async def shown(self, css: str, text: str = "") -> WebElement:
         """The first element matching `css` whose text contains `text`, once there is one."""
@@ -100,6 +102,17 @@ class Page:
     async def script(self, source: str) -> object:
         return await self._run(lambda: self.driver.execute_script(source))
 
+    @asynccontextmanager
+    async def watch_blocked(self) -> AsyncIterator[None]:
+        """WatchSession calls fail (as on a cut network) while other calls go through."""
+        blocking = {"urls": ["*/turngate.v1.SessionService/WatchSession"]}
+        await self._run(lambda: self.driver.execute_cdp_cmd("Network.enable", {}))
+        await self._run(lambda: self.driver.execute_cdp_cmd("Network.setBlockedURLs", blocking))
+        try:
+            yield
+        finally:
+            await self._run(lambda: self.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []}))
+
     async def screenshot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"
         await self._run(lambda: self.driver.save_screenshot(str(path)))
@@ -107,4 +120,5 @@ class Page:
 
     def console_log(self) -> list[str]:
         """The page's console messages so far (for a failing test's report)."""
-        return [entry["message"] for entry in self.driver.get_log("browser")]
+        entries: list[dict[str, str]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]
+        return [entry["message"] for entry in entries]

@@ -16,8 +16,8 @@ from selenium.common.exceptions import WebDriverException
 
 from tests.console.browser import Page, start_chromium
 from tests.e2e.processes import Spawned, free_port, spawn_server
-from tests.security.principals import Named, write_tokens
 from tests.sdk.conftest import FAST
+from tests.security.principals import Named, write_tokens
 from turngate.client import Client
 
 PROJECT = "p-console"
@@ -50,6 +50,9 @@ class ConsoleServer:
             port=self.grpc_port,
             env={"TURNGATE_CONSOLE_TRACE_URL": TRACE_URL},
         )
+
+    def gateway_client(self) -> Client:
+        return Client(f"127.0.0.1:{self.grpc_port}", PROJECT, token=GATEWAY.token, backoff=FAST)
 
     def runner_client(self) -> Client:
         """The SDK as the runner, tracing its calls so that its turns carry a trace id."""

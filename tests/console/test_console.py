@@ -3,13 +3,17 @@ that resumes, a turn's detail, Stop, and runner text shown as text."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from contextlib import AsyncExitStack
+
+import pytest
 
 from tests.console.browser import Page
 from tests.console.conftest import GATEWAY, PROJECT, TRACE_URL, WATCHER, ConsoleServer
 
 TOOL_CALLS = '#timeline li[data-kind="toolCall"]'
+INTERACTIONS = '#timeline li[data-kind="interaction"]'
 # Outlives the server's restart however slowly it starts, so the turn is not lost meanwhile.
 RESTART_LEASE_S = 300.0
 
@@ -34,7 +38,9 @@ async def test_a_busy_session_is_listed_its_tool_call_appears_live_and_stop_show
         async with sdk.runner("r1").turn(session_id, "t1") as turn:
             await sign_in(page, GATEWAY.token, f"project={PROJECT}")
             row = await page.shown("#busy tbody tr", session_id)
-            assert "t1" in row.text and "RUNNING" in row.text and "r1" in row.text
+            assert "t1" in row.text
+            assert "RUNNING" in row.text
+            assert "r1" in row.text
             await page.screenshot("busy-sessions")
 
             await page.click("#busy a", session_id)
@@ -55,10 +61,10 @@ async def test_a_busy_session_is_listed_its_tool_call_appears_live_and_stop_show
         await page.screenshot("stopped")
 
 
-async def test_the_turn_detail_shows_tool_calls_with_their_end_states_and_links_the_trace(
+async def test_the_turn_detail_shows_tool_calls_with_their_end_states_interactions_and_links_the_trace(
     page: Page, served: ConsoleServer, session_id: str
 ) -> None:
-    async with served.runner_client() as sdk:
+    async with served.runner_client() as sdk, served.gateway_client() as gateway:
         async with sdk.runner("r1").turn(session_id, "t1") as turn:
             await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
             await page.attribute("#turn-state", "data-phase", "RUNNING")
@@ -69,26 +75,39 @@ async def test_the_turn_detail_shows_tool_calls_with_their_end_states_and_links_
                     raise RuntimeError("3 tests failed")
             except RuntimeError:
                 pass
+            asking = asyncio.create_task(turn.interaction("ask-1", "approval"))
+            await page.shown(INTERACTIONS, "approval (ask-1) PENDING")
+            await gateway.gateway().resolve_interaction(session_id, "ask-1", "go ahead")
+            assert await asking == "go ahead"
+            await page.shown(INTERACTIONS, "approval (ask-1) RESOLVED")
         await page.shown('#timeline li[data-kind="turnSettled"]', "COMPLETED")
 
     await page.click('#timeline li[data-kind="turnSettled"] a', "t1")
     await page.shown("#turn-detail tbody tr", "run_tests")
     rows = await page.texts("#turn-detail tbody tr")
-    assert [row.split()[:3] for row in rows] == [["c1", "read_file", "SUCCEEDED"], ["c2", "run_tests", "FAILED"]]
+    assert [row.split()[:3] for row in rows] == [
+        ["c1", "read_file", "SUCCEEDED"],
+        ["c2", "run_tests", "FAILED"],
+        ["ask-1", "approval", "RESOLVED"],
+    ]
     assert "3 tests failed" in rows[1]
+    assert rows[2].endswith("go ahead")
     trace = await page.shown("#turn-detail a.trace")
     assert re.fullmatch("[0-9a-f]{32}", trace.text)
     assert trace.get_attribute("href") == TRACE_URL.replace("{trace_id}", trace.text)
     await page.screenshot("turn-detail")
 
 
+@pytest.mark.parametrize("ending", ["killed", "drained"])
 async def test_a_reload_and_a_server_restart_resume_the_timeline_without_missing_or_repeating_events(
-    page: Page, console_server: ConsoleServer, session_id: str
+    page: Page, console_server: ConsoleServer, session_id: str, ending: str
 ) -> None:
     fragment = f"project={PROJECT}&session={session_id}"
     async with console_server.runner_client() as sdk, AsyncExitStack() as running_turn:
         async with console_server.start() as first:
-            turn = await running_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1", lease_ttl=RESTART_LEASE_S))
+            turn = await running_turn.enter_async_context(
+                sdk.runner("r1").turn(session_id, "t1", lease_ttl=RESTART_LEASE_S)
+            )
             await sign_in(page, GATEWAY.token, fragment)
             async with turn.tool_call("c1", "first"):
                 pass
@@ -100,7 +119,11 @@ async def test_a_reload_and_a_server_restart_resume_the_timeline_without_missing
             await page.open(fragment)
             await page.shown(TOOL_CALLS, "(c2) SUCCEEDED")
             before = await consecutive_seqs(page)
-            await first.kill()  # as when the machine dies: the watch is cut, nothing is said
+            if ending == "killed":
+                await first.kill()  # as when the machine dies: the watch is cut, nothing is said
+            else:
+                first.terminate()  # the drain ends the watch with UNAVAILABLE
+                await first.exit_code()
         await page.attribute("#watch-status", "data-live", "no")
 
         async with console_server.start():
@@ -121,19 +144,20 @@ async def test_what_a_runner_wrote_is_shown_as_text_never_run_as_markup(
 ) -> None:
     name = '<img src=x onerror="window.__xss=1">'
     error = "<script>window.__xss=2</script><b>bold?</b>"
-    async with served.runner_client() as sdk:
-        async with sdk.runner("r1").turn(session_id, "t1") as turn:
-            await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
-            try:
-                async with turn.tool_call("c1", name):
-                    raise RuntimeError(error)
-            except RuntimeError:
-                pass
-            row = await page.shown(TOOL_CALLS, "FAILED")
-            assert name in row.text and error in row.text
+    async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1") as turn:
+        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        try:
+            async with turn.tool_call("c1", name):
+                raise RuntimeError(error)
+        except RuntimeError:
+            pass
+        row = await page.shown(TOOL_CALLS, "FAILED")
+        assert name in row.text
+        assert error in row.text
     await page.click(TOOL_CALLS + " a", "t1")
     detail = await page.shown("#turn-detail tbody tr", "FAILED")
-    assert name in detail.text and error in detail.text
+    assert name in detail.text
+    assert error in detail.text
     assert await page.script("return document.querySelectorAll('main img, main script, main b').length") == 0
     assert await page.script("return window.__xss === undefined") is True
 
@@ -141,21 +165,44 @@ async def test_what_a_runner_wrote_is_shown_as_text_never_run_as_markup(
 async def test_stop_needs_a_gateway_token_and_says_why_it_was_refused(
     page: Page, served: ConsoleServer, session_id: str
 ) -> None:
-    async with served.runner_client() as sdk:
-        async with sdk.runner("r1").turn(session_id, "t1") as turn:
-            await sign_in(page, WATCHER.token, f"project={PROJECT}&session={session_id}")
-            await page.attribute("#turn-state", "data-phase", "RUNNING")
-            await page.click("#stop", "Stop turn t1")
-            refused = await page.shown('#stop-outcome[data-outcome="error"]')
-            assert "permission_denied" in refused.text
+    async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1") as turn:
+        await sign_in(page, WATCHER.token, f"project={PROJECT}&session={session_id}")
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        await page.click("#stop", "Stop turn t1")
+        refused = await page.shown('#stop-outcome[data-outcome="error"]')
+        assert "permission_denied" in refused.text
 
-            await page.click("#forget-token")
-            await page.click("#stop", "Stop turn t1")
-            await page.shown('#stop-outcome[data-outcome="needs-token"]', "gateway token")
-            assert await page.script("return document.activeElement.id") == "token"
-            assert not turn.stop_requested.is_set()
+        await page.click("#forget-token")
+        await page.click("#stop", "Stop turn t1")
+        await page.shown('#stop-outcome[data-outcome="needs-token"]', "gateway token")
+        assert await page.script("return document.activeElement.id") == "token"
+        assert not turn.stop_requested.is_set()
 
-            await page.type_into("#token", GATEWAY.token)
-            await page.click("#token-form button[type=submit]")
+        await page.type_into("#token", GATEWAY.token)
+        await page.click("#token-form button[type=submit]")
+        await page.click("#stop", "Stop turn t1")
+        await page.shown('#stop-outcome[data-outcome="cancelled"]', "t1 is stopping")
+
+
+async def test_a_stop_of_a_turn_that_has_ended_meanwhile_changes_nothing_and_says_mismatch_or_idle(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    fragment = f"project={PROJECT}&session={session_id}"
+    async with served.runner_client() as sdk, AsyncExitStack() as first_turn:
+        await first_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
+        await sign_in(page, GATEWAY.token, fragment)
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        # The page keeps showing t1 running, as a page whose watch is cut does, while t1 ends.
+        async with page.watch_blocked():
+            await page.reload()
+            await page.attribute("#watch-status", "data-live", "no")
+            await first_turn.aclose()
+            async with sdk.runner("r1").turn(session_id, "t2") as second:
+                await page.click("#stop", "Stop turn t1")
+                mismatch = await page.shown('#stop-outcome[data-outcome="mismatch"]')
+                assert "t1 already ended (COMPLETED) and t2 is RUNNING; nothing changed" in mismatch.text
+                assert not second.stop_requested.is_set()
             await page.click("#stop", "Stop turn t1")
-            await page.shown('#stop-outcome[data-outcome="cancelled"]', "t1 is stopping")
+            idle = await page.shown('#stop-outcome[data-outcome="idle"]')
+            assert "nothing is running; nothing changed (last turn t2: COMPLETED)" in idle.text
+        await page.shown('#timeline li[data-kind="turnSettled"]', "t2 COMPLETED")

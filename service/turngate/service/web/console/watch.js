@@ -31,7 +31,7 @@ export function follow(project, session, cursor, onEvent, onStatus) {
     let retry = FIRST_RETRY_MS;
     while (!controller.signal.aborted) {
       try {
-        onStatus("connecting", false);
+        onStatus(cursor.seq ? `connecting, to resume after seq ${cursor.seq}` : "connecting", false);
         const stream = await watchSession(project, session, cursor, controller.signal);
         onStatus("live", true);
         for await (const message of stream) {
