@@ -160,6 +160,7 @@ async def test_what_a_runner_wrote_is_shown_as_text_never_run_as_markup(
     assert error in detail.text
     assert await page.script("return document.querySelectorAll('main img, main script, main b').length") == 0
     assert await page.script("return window.__xss === undefined") is True
+    await page.screenshot("runner-text")
 
 
 async def test_stop_needs_a_gateway_token_and_says_why_it_was_refused(

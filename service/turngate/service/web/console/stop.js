@@ -67,11 +67,13 @@ export function stopControl(project, session, tokenInput) {
 
   return {
     nodes: [button, report],
-    // The turn the operator sees running: the one a click names as expected_turn_id.
-    show(activeTurnId) {
-      turnId = activeTurnId;
+    // The session's active turn as the operator sees it: a running one is what a click names
+    // as expected_turn_id; a stopping one was stopped already.
+    show(active) {
+      turnId = active && active.phase === "TURN_PHASE_RUNNING" ? active.turnId : "";
       button.disabled = !turnId;
-      replace(button, turnId ? `Stop turn ${turnId}` : "Stop (no turn is running)");
+      replace(button, turnId ? `Stop turn ${turnId}`
+        : active ? `Stop (${active.turnId} is stopping)` : "Stop (no turn is running)");
     },
   };
 }

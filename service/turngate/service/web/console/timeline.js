@@ -40,7 +40,7 @@ export function showTimeline(root, where, tokenInput) {
 
   const show = () => {
     replace(stateSlot, turnState(state, where));
-    stop.show(state.active && state.active.phase === "TURN_PHASE_RUNNING" ? state.active.turnId : "");
+    stop.show(state.active);
   };
   for (const event of kept.events) timeline.append(eventRow(event, where));
   show();
