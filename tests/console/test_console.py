@@ -11,6 +11,7 @@ import pytest
 
 from tests.console.browser import Page
 from tests.console.conftest import GATEWAY, PROJECT, TRACE_URL, WATCHER, ConsoleServer
+from turngate.client import AdmissionMode
 
 TOOL_CALLS = '#timeline li[data-kind="toolCall"]'
 INTERACTIONS = '#timeline li[data-kind="interaction"]'
@@ -207,3 +208,47 @@ async def test_a_stop_of_a_turn_that_has_ended_meanwhile_changes_nothing_and_say
             idle = await page.shown('#stop-outcome[data-outcome="idle"]')
             assert "nothing is running; nothing changed (last turn t2: COMPLETED)" in idle.text
         await page.shown('#timeline li[data-kind="turnSettled"]', "t2 COMPLETED")
+
+
+async def test_the_queue_shows_in_the_busy_list_and_the_timeline(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk:
+        async with AsyncExitStack() as first_turn:
+            await first_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
+            waiting = asyncio.create_task(
+                first_turn.enter_async_context(
+                    sdk.runner("r2").turn(session_id, "t2", mode=AdmissionMode.ENQUEUE)
+                )
+            )
+            await sign_in(page, GATEWAY.token, f"project={PROJECT}")
+            await page.shown("#busy tbody tr", session_id)
+            await page.shown("#busy tbody td:nth-child(7)", "1")  # the Queued column
+
+            await page.click("#busy a", session_id)
+            await page.shown('#timeline li[data-kind="snapshot"]', "queued 1")
+            await page.shown("#turn-state", "1 queued")
+            await first_turn.aclose()  # t1 completes and t2, waiting, is admitted: it completes too
+            await waiting
+        await page.shown('#timeline li[data-kind="turnAdmitted"]', "t2 · runner r2")
+        admitted = await page.texts('#timeline li[data-kind="turnAdmitted"]')
+        assert any("from the queue after" in text for text in admitted), admitted
+        await page.shown('#timeline li[data-kind="turnSettled"]', "t2 COMPLETED")
+
+
+async def test_a_cursor_the_service_cannot_resume_starts_again_from_a_snapshot_saying_resync(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1"):
+        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        # A cursor beyond the session's head, as a tab kept from before the store lost the session.
+        await page.script(
+            f"""const key = "turngate.console.history:{PROJECT}/{session_id}";
+            const kept = JSON.parse(sessionStorage.getItem(key));
+            kept.cursor.seq = 1000;
+            sessionStorage.setItem(key, JSON.stringify(kept));"""
+        )
+        await page.reload()
+        await page.shown('#timeline li[data-kind="snapshot"]', "resync")
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
