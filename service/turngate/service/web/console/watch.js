@@ -13,18 +13,15 @@ export function follow(project, session, cursor, onEvent, onStatus) {
   const controller = new AbortController();
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+  // A snapshot restarts the cursor (its seq is the head it reflects); any other event at or
+  // below the cursor of the same epoch was shown already.
   function accept(event) {
     const seq = Number(event.seq || 0);
     const epoch = Number(event.epoch || 0);
-    if (event.snapshot) {
-      cursor.seq = seq;
-      cursor.epoch = epoch;
-      onEvent(event);
-    } else if (epoch !== cursor.epoch || seq > cursor.seq) {
-      cursor.seq = seq;
-      cursor.epoch = epoch;
-      onEvent(event);
-    }
+    if (!event.snapshot && epoch === cursor.epoch && seq <= cursor.seq) return;
+    cursor.seq = seq;
+    cursor.epoch = epoch;
+    onEvent(event);
   }
 
   async function run() {
