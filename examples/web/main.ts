@@ -19,11 +19,17 @@ interface View {
   lastSettled: TurnRecord | undefined;
 }
 
-const element = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
+const element = <T extends HTMLElement>(id: string): T =>
+  document.getElementById(id) as T;
 const form = element<HTMLFormElement>("watch-form");
 const stopButton = element<HTMLButtonElement>("stop");
-let view: View = { phase: SessionPhase.UNSPECIFIED, active: undefined, lastSettled: undefined };
-let watching: { turngate: Turngate; sessionId: string; abort: AbortController } | undefined;
+let view: View = {
+  phase: SessionPhase.UNSPECIFIED,
+  active: undefined,
+  lastSettled: undefined,
+};
+let watching:
+  { turngate: Turngate; sessionId: string; abort: AbortController } | undefined;
 
 /** The view after `event`: a snapshot replaces it (a resync one too), the others change it. */
 function apply(current: View, event: SessionEvent): View {
@@ -33,13 +39,25 @@ function apply(current: View, event: SessionEvent): View {
       return { phase, active, lastSettled };
     }
     case "turnAdmitted":
-      return { ...current, phase: SessionPhase.RUNNING, active: event.kind.value.turn };
+      return {
+        ...current,
+        phase: SessionPhase.RUNNING,
+        active: event.kind.value.turn,
+      };
     case "stopRequested":
       return current.active?.turnId === event.kind.value.turnId
-        ? { ...current, phase: SessionPhase.STOPPING, active: { ...current.active, phase: TurnPhase.STOPPING } }
+        ? {
+            ...current,
+            phase: SessionPhase.STOPPING,
+            active: { ...current.active, phase: TurnPhase.STOPPING },
+          }
         : current;
     case "turnSettled":
-      return { phase: SessionPhase.IDLE, active: undefined, lastSettled: event.kind.value.turn };
+      return {
+        phase: SessionPhase.IDLE,
+        active: undefined,
+        lastSettled: event.kind.value.turn,
+      };
     default:
       return current;
   }
@@ -78,7 +96,9 @@ function stopOutcome(result: StopResult): string {
   switch (result.outcome) {
     case "cancelled":
       if (!result.stoppedRunningTurn) {
-        const runsOn = result.activeTurnId ? `; ${result.activeTurnId} runs on` : "";
+        const runsOn = result.activeTurnId
+          ? `; ${result.activeTurnId} runs on`
+          : "";
         return `Nothing running was stopped: ${result.cancelledTurnIds.join(", ")} was cancelled before it ran${runsOn}.`;
       }
       return result.settled
@@ -103,10 +123,15 @@ function render(): void {
   element("phase").textContent = SessionPhase[view.phase];
   element("active").textContent = turnText(view.active);
   element("last-settled").textContent = turnText(view.lastSettled);
-  stopButton.disabled = !watching || !view.active || view.active.phase !== TurnPhase.RUNNING;
+  stopButton.disabled =
+    !watching || !view.active || view.active.phase !== TurnPhase.RUNNING;
 }
 
-async function watch(turngate: Turngate, sessionId: string, abort: AbortController): Promise<void> {
+async function watch(
+  turngate: Turngate,
+  sessionId: string,
+  abort: AbortController,
+): Promise<void> {
   const status = element("connection");
   const log = element("events");
   log.replaceChildren();
@@ -138,10 +163,21 @@ form.addEventListener("submit", (submitted) => {
   watching?.abort.abort();
   const fields = new FormData(form);
   const token = String(fields.get("token") ?? "");
-  const transport = createTurngateTransport({ baseUrl: String(fields.get("server")), token: token || undefined });
+  const transport = createTurngateTransport({
+    baseUrl: String(fields.get("server")),
+    token: token || undefined,
+  });
   const turngate = new Turngate(transport, String(fields.get("project")));
-  watching = { turngate, sessionId: String(fields.get("session")), abort: new AbortController() };
-  view = { phase: SessionPhase.UNSPECIFIED, active: undefined, lastSettled: undefined };
+  watching = {
+    turngate,
+    sessionId: String(fields.get("session")),
+    abort: new AbortController(),
+  };
+  view = {
+    phase: SessionPhase.UNSPECIFIED,
+    active: undefined,
+    lastSettled: undefined,
+  };
   element("outcome").textContent = "";
   render();
   void watch(watching.turngate, watching.sessionId, watching.abort);

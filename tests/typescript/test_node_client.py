@@ -38,9 +38,9 @@ async def test_npm_test_passes_admit_watch_stop_settled_against_a_real_http_list
     async with spawn_server(tmp_path, "--http-listen", f"127.0.0.1:{http_port}", "--auth-file", str(tokens)):
         await eventually(lambda: accepts_connections(http_port))
         env = {
-            "TURNGATE_HTTP_URL": f"http://127.0.0.1:{http_port}",
-            "TURNGATE_TOKEN": NODE_CLIENT.token,
-            "TURNGATE_PROJECT": PROJECT,
+            "TURNGATE_TEST_HTTP_URL": f"http://127.0.0.1:{http_port}",
+            "TURNGATE_TEST_TOKEN": NODE_CLIENT.token,
+            "TURNGATE_TEST_PROJECT": PROJECT,
         }
         report = await npm("test", env=env, timeout_s=NPM_TEST_TIMEOUT_S)
     # Ran, not skipped: each transport's end-to-end test passed, and the unauthenticated check.

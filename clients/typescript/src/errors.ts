@@ -90,7 +90,10 @@ export class ServiceUnavailable extends TurngateError {
 export class InvalidRequest extends TurngateError {
   override name = "InvalidRequest";
   get violations(): FieldViolation[] {
-    return (this.details.badRequest?.fieldViolations ?? []).map(({ field, description }) => ({ field, description }));
+    return (this.details.badRequest?.fieldViolations ?? []).map(({ field, description }) => ({
+      field,
+      description,
+    }));
   }
 }
 
@@ -259,7 +262,9 @@ export function toTurngateError(thrown: unknown): TurngateError {
  * drain, or this watcher fell behind (LIMIT_EXCEEDED watch_buffer). The watch-stream limits (per
  * principal, per session) are refusals, reported. */
 export function resumable(error: TurngateError): boolean {
-  return error instanceof ServiceUnavailable || (error instanceof LimitExceeded && error.limit === WATCH_BUFFER);
+  return (
+    error instanceof ServiceUnavailable || (error instanceof LimitExceeded && error.limit === WATCH_BUFFER)
+  );
 }
 
 /** Whether a call may be sent again as is. */

@@ -4,6 +4,19 @@ export { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
 export { Turngate } from "./client.js";
 export * from "./errors.js";
 export type { SessionKey } from "./session.js";
-export { stopResult, stopTurn, type Cancelled, type Idle, type Mismatch, type StopOptions, type StopResult } from "./stop.js";
-export { bearerToken, createTurngateTransport, type TokenSource, type TransportOptions } from "./transport.js";
+export {
+  stopResult,
+  stopTurn,
+  type Cancelled,
+  type Idle,
+  type Mismatch,
+  type StopOptions,
+  type StopResult,
+} from "./stop.js";
+export {
+  bearerToken,
+  createTurngateTransport,
+  type TokenSource,
+  type TransportOptions,
+} from "./transport.js";
 export { isResync, SessionWatch, watchSession, type Cursor, type WatchOptions } from "./watch.js";

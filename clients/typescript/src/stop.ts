@@ -140,7 +140,9 @@ export function stopResult(response: CancelTurnResponse): StopResult {
       return { outcome: "idle", expectedTurnId, expectedOutcome, lastTurnId, lastOutcome };
     }
     case undefined:
-      throw toTurngateError(new ConnectError("CancelTurn answered without an outcome (not the contract)", Code.Internal));
+      throw toTurngateError(
+        new ConnectError("CancelTurn answered without an outcome (not the contract)", Code.Internal),
+      );
   }
 }
 

@@ -30,7 +30,10 @@ export function bearerToken(token: TokenSource): Interceptor {
 
 /** The interceptors of `options`: the token's, then the caller's. */
 export function interceptorsOf(options: TransportOptions): Interceptor[] {
-  return [...(options.token === undefined ? [] : [bearerToken(options.token)]), ...(options.interceptors ?? [])];
+  return [
+    ...(options.token === undefined ? [] : [bearerToken(options.token)]),
+    ...(options.interceptors ?? []),
+  ];
 }
 
 /** A fetch()-based transport to `options.baseUrl`. */

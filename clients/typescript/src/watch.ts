@@ -56,7 +56,12 @@ export class SessionWatch implements AsyncIterable<SessionEvent> {
       signal?.addEventListener("abort", abortCall, { once: true });
       let error: TurngateError | undefined;
       try {
-        const request = { session: this.session, afterSeq: this.cursor.seq, epoch: this.cursor.epoch, turnId };
+        const request = {
+          session: this.session,
+          afterSeq: this.cursor.seq,
+          epoch: this.cursor.epoch,
+          turnId,
+        };
         for await (const { event } of this.sessions.watchSession(request, { signal: call.signal })) {
           attempt = 0;
           if (event && (event.kind.case === "snapshot" || event.seq > this.cursor.seq)) {

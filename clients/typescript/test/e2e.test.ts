@@ -1,8 +1,8 @@
 /** admit → watch → stop → settled against a real turngate HTTP listener, over each transport.
  *
- * TURNGATE_HTTP_URL: the listener (e.g. http://127.0.0.1:8080); unset, the test is skipped.
- * TURNGATE_TOKEN: a bearer token with the runner, gateway and watcher roles on TURNGATE_PROJECT
- * (default "p-ts"); unset for a server without a tokens file.
+ * TURNGATE_TEST_HTTP_URL: the listener (e.g. http://127.0.0.1:8080); unset, the test is skipped.
+ * TURNGATE_TEST_TOKEN: a bearer token with the runner, gateway and watcher roles on
+ * TURNGATE_TEST_PROJECT (default "p-ts"); unset for a server without a tokens file.
  * tests/typescript/test_node_client.py starts a server and runs this file against it. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -22,17 +22,23 @@ import {
 } from "../src/index.js";
 import { createTurngateNodeTransport } from "../src/node.js";
 
-const baseUrl = process.env.TURNGATE_HTTP_URL;
-const token = process.env.TURNGATE_TOKEN || undefined;
-const project = process.env.TURNGATE_PROJECT || "p-ts";
+const baseUrl = process.env.TURNGATE_TEST_HTTP_URL;
+const token = process.env.TURNGATE_TEST_TOKEN || undefined;
+const project = process.env.TURNGATE_TEST_PROJECT || "p-ts";
 // Only to fail rather than hang when an awaited event never comes.
 const EVENT_TIMEOUT_MS = 10_000;
 
 const transports: [string, (url: string) => Transport][] = [
   ["fetch, Connect JSON", (url) => createTurngateTransport({ baseUrl: url, token })],
   ["fetch, gRPC-Web", (url) => createTurngateTransport({ baseUrl: url, token, protocol: "grpc-web" })],
-  ["node HTTP/1.1, Connect binary", (url) => createTurngateNodeTransport({ baseUrl: url, token, binary: true })],
-  ["node HTTP/2, Connect binary", (url) => createTurngateNodeTransport({ baseUrl: url, token, binary: true, httpVersion: "2" })],
+  [
+    "node HTTP/1.1, Connect binary",
+    (url) => createTurngateNodeTransport({ baseUrl: url, token, binary: true }),
+  ],
+  [
+    "node HTTP/2, Connect binary",
+    (url) => createTurngateNodeTransport({ baseUrl: url, token, binary: true, httpVersion: "2" }),
+  ],
 ];
 
 /** The next event of `events` that `wanted` accepts (earlier ones are passed over). */
@@ -57,7 +63,9 @@ async function nextWhere(
   }
 }
 
-describe("against a real server over HTTP", { skip: baseUrl ? false : "TURNGATE_HTTP_URL is not set (tests/typescript/test_node_client.py sets it)" }, () => {
+const notSet = "TURNGATE_TEST_HTTP_URL is not set (tests/typescript/test_node_client.py sets it)";
+
+describe("against a real server over HTTP", { skip: baseUrl ? false : notSet }, () => {
   for (const [label, transportFor] of transports) {
     it(`admit → watch → stop → settled (${label})`, async () => {
       const turngate = new Turngate(transportFor(baseUrl!), project);
@@ -78,10 +86,9 @@ describe("against a real server over HTTP", { skip: baseUrl ? false : "TURNGATE_
         assert.equal(first.kind.value.active?.turnId, "t1");
 
         // A second turn is refused with the typed error, its retry delay and the turn in the way.
-        const busy = await turngate.admission.admitTurn({ session, turnId: "t2", runnerId: "r2" }).then(
-          () => assert.fail("t2 was admitted while t1 runs"),
-          toTurngateError,
-        );
+        const busy = await turngate.admission
+          .admitTurn({ session, turnId: "t2", runnerId: "r2" })
+          .then(() => assert.fail("t2 was admitted while t1 runs"), toTurngateError);
         assert.ok(busy instanceof SessionBusy, busy.name);
         assert.equal(busy.code, Code.Aborted);
         assert.equal(busy.activeTurnId, "t1");
@@ -100,7 +107,10 @@ describe("against a real server over HTTP", { skip: baseUrl ? false : "TURNGATE_
         assert.equal(stopped.stoppedRunningTurn, true);
         assert.ok(stopped.stopDeadline instanceof Date);
 
-        const stopRequested = await nextWhere(events, (e) => e.kind.case === "stopRequested" && e.kind.value.turnId === "t1");
+        const stopRequested = await nextWhere(
+          events,
+          (e) => e.kind.case === "stopRequested" && e.kind.value.turnId === "t1",
+        );
         assert.ok(stopRequested.kind.case === "stopRequested");
         assert.equal(stopRequested.kind.value.reason, "user pressed Stop");
 
@@ -124,12 +134,14 @@ describe("against a real server over HTTP", { skip: baseUrl ? false : "TURNGATE_
         });
 
         // Bad input: INVALID_ARGUMENT with the field named.
-        const invalid = await turngate.admission.admitTurn({ session, turnId: "", runnerId: "r1" }).then(
-          () => assert.fail("an empty turn id was admitted"),
-          toTurngateError,
-        );
+        const invalid = await turngate.admission
+          .admitTurn({ session, turnId: "", runnerId: "r1" })
+          .then(() => assert.fail("an empty turn id was admitted"), toTurngateError);
         assert.ok(invalid instanceof InvalidRequest, invalid.name);
-        assert.ok(invalid.violations.some((v) => v.field === "turn_id"), JSON.stringify(invalid.violations));
+        assert.ok(
+          invalid.violations.some((v) => v.field === "turn_id"),
+          JSON.stringify(invalid.violations),
+        );
       } finally {
         abort.abort();
         await events.return?.();
@@ -137,12 +149,12 @@ describe("against a real server over HTTP", { skip: baseUrl ? false : "TURNGATE_
     });
   }
 
-  it("without the token the service answers UNAUTHENTICATED", { skip: token ? false : "TURNGATE_TOKEN is not set: the server needs none" }, async () => {
+  const noToken = "TURNGATE_TEST_TOKEN is not set: the server needs none";
+  it("without the token the service answers UNAUTHENTICATED", { skip: token ? false : noToken }, async () => {
     const turngate = new Turngate(createTurngateTransport({ baseUrl: baseUrl! }), project);
-    const refused = await turngate.sessions.getSession({ session: turngate.session("any") }).then(
-      () => assert.fail("read without a token"),
-      toTurngateError,
-    );
+    const refused = await turngate.sessions
+      .getSession({ session: turngate.session("any") })
+      .then(() => assert.fail("read without a token"), toTurngateError);
     assert.ok(refused instanceof NotAuthenticated, refused.name);
   });
 });

@@ -52,7 +52,10 @@ async function typedFrom(error: ConnectError): Promise<TurngateError> {
 
 describe("typed errors from google.rpc details", () => {
   it("SESSION_TURN_IN_USE is a SessionBusy with its retry delay and the AdmissionRefusal's fields", async () => {
-    const error = refusal(Code.Aborted, "SESSION_TURN_IN_USE", { metadata: { activeTurnId: "t1" }, retryMs: 1500 });
+    const error = refusal(Code.Aborted, "SESSION_TURN_IN_USE", {
+      metadata: { activeTurnId: "t1" },
+      retryMs: 1500,
+    });
     error.details.push({
       desc: AdmissionRefusalSchema,
       value: {
@@ -121,7 +124,9 @@ describe("typed errors from google.rpc details", () => {
   });
 
   it("LIMIT_EXCEEDED names its limit; watch_buffer is resumable, the others are not", async () => {
-    const buffer = await typedFrom(refusal(Code.ResourceExhausted, "LIMIT_EXCEEDED", { metadata: { limit: "watch_buffer" } }));
+    const buffer = await typedFrom(
+      refusal(Code.ResourceExhausted, "LIMIT_EXCEEDED", { metadata: { limit: "watch_buffer" } }),
+    );
     assert.ok(buffer instanceof LimitExceeded);
     assert.equal(buffer.limit, "watch_buffer");
     assert.equal(resumable(buffer), true);

@@ -74,7 +74,11 @@ describe("Stop's typed outcomes", () => {
     const { turngate, requests } = controlAnswering({
       outcome: { case: "cancelled", value: { cancelledTurnIds: ["t1"], settled: true } },
     });
-    const result = await turngate.stop(SESSION, { expectedTurnId: "t1", force: true, queue: QueueAction.CLEAR });
+    const result = await turngate.stop(SESSION, {
+      expectedTurnId: "t1",
+      force: true,
+      queue: QueueAction.CLEAR,
+    });
     assert.equal(result.outcome, "cancelled");
     assert.equal(result.outcome === "cancelled" && result.stoppedRunningTurn, true);
     assert.equal(requests[0]?.force, true);
@@ -83,7 +87,10 @@ describe("Stop's typed outcomes", () => {
 
   it("a turn cancelled before it started while another runs: nothing running was stopped", async () => {
     const { turngate } = controlAnswering({
-      outcome: { case: "cancelled", value: { cancelledTurnIds: ["t-next"], beforeStart: true, activeTurnId: "t1" } },
+      outcome: {
+        case: "cancelled",
+        value: { cancelledTurnIds: ["t-next"], beforeStart: true, activeTurnId: "t1" },
+      },
     });
     const result = await turngate.stop(SESSION, { expectedTurnId: "t-next" });
     assert.ok(result.outcome === "cancelled");
@@ -127,7 +134,12 @@ describe("Stop's typed outcomes", () => {
     const { turngate } = controlAnswering({
       outcome: {
         case: "idle",
-        value: { expectedTurnId: "t1", expectedOutcome: TurnOutcome.CANCELLED, lastTurnId: "t1", lastOutcome: TurnOutcome.CANCELLED },
+        value: {
+          expectedTurnId: "t1",
+          expectedOutcome: TurnOutcome.CANCELLED,
+          lastTurnId: "t1",
+          lastOutcome: TurnOutcome.CANCELLED,
+        },
       },
     });
     assert.deepEqual(await turngate.stop(SESSION, { expectedTurnId: "t1" }), {
@@ -156,7 +168,10 @@ describe("Stop's typed outcomes", () => {
   });
 
   it("blips past the retry budget end with ServiceUnavailable", async () => {
-    const { turngate } = controlAnswering(new ConnectError("down", Code.Unavailable), new ConnectError("down", Code.Unavailable));
+    const { turngate } = controlAnswering(
+      new ConnectError("down", Code.Unavailable),
+      new ConnectError("down", Code.Unavailable),
+    );
     await assert.rejects(turngate.stop(SESSION, { retryForMs: 0 }), ServiceUnavailable);
   });
 
@@ -171,10 +186,13 @@ describe("Stop's typed outcomes", () => {
   });
 
   it("an answer without an outcome is an error, not a silent success", () => {
-    assert.throws(() => stopResult(create(CancelTurnResponseSchema)), (error: unknown) => {
-      assert.ok(error instanceof TurngateError);
-      assert.equal(error.code, Code.Internal);
-      return true;
-    });
+    assert.throws(
+      () => stopResult(create(CancelTurnResponseSchema)),
+      (error: unknown) => {
+        assert.ok(error instanceof TurngateError);
+        assert.equal(error.code, Code.Internal);
+        return true;
+      },
+    );
   });
 });

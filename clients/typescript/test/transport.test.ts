@@ -4,7 +4,10 @@ import { bearerToken, SessionService } from "../src/index.js";
 import { SESSION, turngateWith } from "./fakes.js";
 
 /** The Authorization header each GetSession call carried. */
-async function authorizationSent(token: Parameters<typeof bearerToken>[0], calls = 1): Promise<(string | null)[]> {
+async function authorizationSent(
+  token: Parameters<typeof bearerToken>[0],
+  calls = 1,
+): Promise<(string | null)[]> {
   const seen: (string | null)[] = [];
   const turngate = turngateWith(
     (router) =>
@@ -29,6 +32,9 @@ describe("the bearer token", () => {
 
   it("may come from a function, asked at every call (a token refreshed elsewhere)", async () => {
     let issued = 0;
-    assert.deepEqual(await authorizationSent(async () => `tok-${++issued}`, 2), ["Bearer tok-1", "Bearer tok-2"]);
+    assert.deepEqual(await authorizationSent(async () => `tok-${++issued}`, 2), [
+      "Bearer tok-1",
+      "Bearer tok-2",
+    ]);
   });
 });

@@ -61,7 +61,10 @@ const seqs = (events: SessionEvent[]): bigint[] => events.map((e) => e.seq);
 
 describe("the watch", () => {
   it("starts with a snapshot from after_seq 0, then the live events", async () => {
-    const { turngate, requests } = watching({ events: [snapshot(41n, 7n), toolCall(42n, 7n, "c1")], then: "hold" });
+    const { turngate, requests } = watching({
+      events: [snapshot(41n, 7n), toolCall(42n, 7n, "c1")],
+      then: "hold",
+    });
     const watch = turngate.watch(SESSION);
     const seen = await take(watch, 2);
     assert.deepEqual(
@@ -75,12 +78,18 @@ describe("the watch", () => {
 
   it("resumes after a blip from the last seq and epoch seen, missing and repeating nothing", async () => {
     const { turngate, requests } = watching(
-      { events: [snapshot(41n, 7n), toolCall(42n, 7n, "c1")], then: new ConnectError("restart", Code.Unavailable) },
+      {
+        events: [snapshot(41n, 7n), toolCall(42n, 7n, "c1")],
+        then: new ConnectError("restart", Code.Unavailable),
+      },
       // The service replays from the cursor; an event it sends again is not yielded twice.
       { events: [toolCall(42n, 7n, "c1"), toolCall(43n, 7n, "c2"), toolCall(44n, 7n, "c3")], then: "hold" },
     );
     const reconnects: bigint[] = [];
-    const watch = turngate.watch(SESSION, { backoff: NO_WAIT, onReconnect: ({ cursor }) => reconnects.push(cursor.seq) });
+    const watch = turngate.watch(SESSION, {
+      backoff: NO_WAIT,
+      onReconnect: ({ cursor }) => reconnects.push(cursor.seq),
+    });
     assert.deepEqual(seqs(await take(watch, 4)), [41n, 42n, 43n, 44n]);
     assert.deepEqual(
       requests.map((r) => [r.afterSeq, r.epoch]),
@@ -103,7 +112,10 @@ describe("the watch", () => {
 
   it("resumes after being cut off for falling behind (LIMIT_EXCEEDED watch_buffer)", async () => {
     const { turngate, requests } = watching(
-      { events: [snapshot(5n, 1n)], then: refusal(Code.ResourceExhausted, "LIMIT_EXCEEDED", { metadata: { limit: "watch_buffer" } }) },
+      {
+        events: [snapshot(5n, 1n)],
+        then: refusal(Code.ResourceExhausted, "LIMIT_EXCEEDED", { metadata: { limit: "watch_buffer" } }),
+      },
       { events: [toolCall(6n, 1n, "c1")], then: "hold" },
     );
     assert.deepEqual(seqs(await take(turngate.watch(SESSION, { backoff: NO_WAIT }), 2)), [5n, 6n]);
@@ -130,7 +142,10 @@ describe("the watch", () => {
   });
 
   it("yields an event of a kind it does not know and keeps its seq as the cursor", async () => {
-    const { turngate } = watching({ events: [snapshot(1n, 1n), event({ seq: 2n, epoch: 1n })], then: "hold" });
+    const { turngate } = watching({
+      events: [snapshot(1n, 1n), event({ seq: 2n, epoch: 1n })],
+      then: "hold",
+    });
     const watch = turngate.watch(SESSION);
     const seen = await take(watch, 2);
     assert.equal(seen[1]?.kind.case, undefined);
@@ -152,7 +167,9 @@ describe("the watch", () => {
   it("reports a refusal (the watch-stream limit per session) instead of reconnecting", async () => {
     const { turngate, requests } = watching({
       events: [],
-      then: refusal(Code.ResourceExhausted, "LIMIT_EXCEEDED", { metadata: { limit: "watch_streams_per_session" } }),
+      then: refusal(Code.ResourceExhausted, "LIMIT_EXCEEDED", {
+        metadata: { limit: "watch_streams_per_session" },
+      }),
     });
     await assert.rejects(take(turngate.watch(SESSION, { backoff: NO_WAIT }), 1), (error: unknown) => {
       assert.ok(error instanceof LimitExceeded);
