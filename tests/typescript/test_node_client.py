@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.processes import free_port, spawn_server
 from tests.security.principals import Named, write_tokens
-from tests.typescript.npm import accepts_connections, needs_npm, npm
+from tests.typescript.npm import INSTALL_TIMEOUT_S, accepts_connections, needs_npm, npm
 from tests.waiting import eventually
 
 PROJECT = "p-ts"
@@ -31,7 +31,7 @@ NPM_TEST_TIMEOUT_S = 240.0
 pytestmark = needs_npm
 
 
-@pytest.mark.timeout(NPM_TEST_TIMEOUT_S + 60)
+@pytest.mark.timeout(INSTALL_TIMEOUT_S + NPM_TEST_TIMEOUT_S + 60)
 async def test_npm_test_passes_admit_watch_stop_settled_against_a_real_http_listener(tmp_path: Path) -> None:
     http_port = free_port()
     tokens = write_tokens(tmp_path / "tokens.toml", (NODE_CLIENT,))

@@ -17,7 +17,7 @@ import pytest
 
 from tests.e2e.processes import free_port, spawn_server
 from tests.security.principals import Named, bearer, client_as, write_tokens
-from tests.typescript.npm import ROOT, accepts_connections, needs_npm, npm
+from tests.typescript.npm import INSTALL_TIMEOUT_S, ROOT, accepts_connections, needs_npm, npm
 from tests.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
@@ -87,7 +87,7 @@ async def shown(driver: Any, element_id: str, expected: str) -> None:
         raise AssertionError(f"#{element_id} shows {text!r}, not {expected!r}") from error
 
 
-@pytest.mark.timeout(BUILD_TIMEOUT_S + 120)
+@pytest.mark.timeout(INSTALL_TIMEOUT_S + BUILD_TIMEOUT_S + 120)
 async def test_the_example_page_watches_a_turn_stops_it_and_shows_it_settle(tmp_path: Path) -> None:
     await npm("run", "build:example", timeout_s=BUILD_TIMEOUT_S)
     grpc_port, http_port = free_port(), free_port()
