@@ -252,7 +252,7 @@ export function toTurngateError(thrown: unknown): TurngateError {
     // A reason added to the contract after this client was built; a PERMISSION_DENIED one stays
     // a PermissionDenied (below), as in the Python SDK.
     if (error.code !== Code.PermissionDenied) {
-      return new Refused(error, { ...details, errorInfo: info });
+      return new Refused(error, details);
     }
   }
   return new (BY_CODE[error.code] ?? TurngateError)(error, details);
