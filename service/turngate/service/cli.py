@@ -193,9 +193,11 @@ def _settings(args: argparse.Namespace) -> Settings:
         name: value for name, value in vars(args).items() if name != "command" and value is not None
     }
     if args.command != "serve":
-        # `migrate` and `project` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… must not
-        # make them ask for a tokens file, nor its TURNGATE_WORKERS start workers.
+        # `migrate` and `project` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… (or
+        # TURNGATE_HTTP_LISTEN) must not make them ask for a tokens file, nor its TURNGATE_WORKERS
+        # start workers.
         given["listen"] = "127.0.0.1:0"
+        given["http_listen"] = None
         given["workers"] = 1
     return Settings(**given)
 
