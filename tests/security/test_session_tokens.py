@@ -4,6 +4,7 @@ keys rotate and reload; minting is the gateway's, for its own projects, with str
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -279,6 +280,21 @@ async def test_other_project_same_session_id_is_permission_denied(keyed: Turngat
         (LIST_ACTIVE, pb.ListActiveSessionsRequest(project_id=PROJECT_B)),
     ):
         assert await status_of(keyed.port, minted.token, method, request) is grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_a_watch_stream_ends_unauthenticated_when_its_session_token_expires(
+    keyed: TurngateServer,
+) -> None:
+    token = forge(exp=int(time.time()) + 2)
+    async with client_as(keyed.port, with_bearer(token)) as page:
+        stream = page.sessions.WatchSession(pb.WatchSessionRequest(session=SESSION))
+        first = await stream.read()
+        assert isinstance(first, pb.WatchSessionResponse)
+        assert first.event.HasField("snapshot")
+        async with asyncio.timeout(10):
+            ended = await refused(stream.read())
+    assert ended.code is grpc.StatusCode.UNAUTHENTICATED
+    assert ended.status.message == "the session token expired; resume with a new one"
 
 
 # Forgeries and expiry: UNAUTHENTICATED, as an unknown token.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator
 from contextvars import ContextVar
 from typing import Any, NoReturn
@@ -98,15 +99,19 @@ class Edge(WrappingInterceptor):
 
     def streaming(self, method: str, behavior: Streaming) -> Streaming:
         async def admitted(request: Any, context: Context) -> AsyncGenerator[Any, None]:
-            await self._admit(method, request, context)
+            principal = await self._admit(method, request, context)
             # Closed with this stream, so the handler releases its watch at once, not when collected.
             async with contextlib.aclosing(behavior(request, context)) as responses:
-                async for response in responses:
+                if principal.expires_at is None:
+                    async for response in responses:
+                        yield response
+                    return
+                async for response in _until(principal.expires_at, responses, context):
                     yield response
 
         return admitted
 
-    async def _admit(self, method: str, request: Message | Undecodable, context: Context) -> None:
+    async def _admit(self, method: str, request: Message | Undecodable, context: Context) -> Principal:
         principal = self._gatekeeper.authenticate(context)
         if principal is None:
             log.warning("refused %s: missing or unknown bearer token from %s", method, context.peer())
@@ -120,6 +125,28 @@ class Edge(WrappingInterceptor):
         if denial := access.project_denial(principal, request):
             await _deny(method, denial, context)
         current_principal.set(principal)
+        return principal
+
+
+async def _until(
+    expires_at: float, responses: AsyncGenerator[Any, None], context: Context
+) -> AsyncGenerator[Any, None]:
+    """`responses` until `expires_at` (epoch seconds), then UNAUTHENTICATED: a stream lives no
+    longer than the credential that opened it (its client resumes with a new one)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (expires_at - time.time())
+    while True:
+        try:
+            # Only the wait is timed: the deadline must not cancel the caller while it sends.
+            async with asyncio.timeout_at(deadline):
+                response = await anext(responses)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            await errors.abort(
+                context, errors.unauthenticated("the session token expired; resume with a new one")
+            )
+        yield response
 
 
 async def _deny(method: str, denial: str, context: Context) -> NoReturn:

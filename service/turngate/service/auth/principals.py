@@ -63,6 +63,8 @@ class Principal:
     roles: frozenset[Role]
     projects: frozenset[str] | None
     reach: Reach | None = None
+    # When its credential stops being valid (seconds since the epoch), for those that expire.
+    expires_at: float | None = None
 
     def may_act_on(self, project_id: str) -> bool:
         return self.projects is None or project_id in self.projects

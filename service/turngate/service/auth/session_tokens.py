@@ -172,7 +172,7 @@ class SessionTokenKeys:
             raise Refused("lives longer than a session token may")
         reach = Reach(claims.project, claims.session, frozenset(Scope(scope) for scope in scopes))
         name = f"{claims.sub}:session:{claims.jti}"
-        return claims.sub, Principal(name, frozenset(), frozenset({claims.project}), reach)
+        return claims.sub, Principal(name, frozenset(), frozenset({claims.project}), reach, claims.exp)
 
 
 def load_keys(path: Path) -> SessionTokenKeys:
