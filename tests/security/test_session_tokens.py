@@ -10,7 +10,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -310,7 +310,7 @@ def alg_none() -> str:
     return ".".join((segment({"alg": "none", "typ": "JWT", "kid": CURRENT[0]}), segment(claims()), ""))
 
 
-FORGERIES = {
+FORGERIES: dict[str, Callable[[], str]] = {
     "bad-signature": lambda: forge(STRANGER),
     "unknown-kid": lambda: forge(kid="k-nobody"),
     "no-kid": lambda: forge(kid=None),
