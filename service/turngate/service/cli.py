@@ -75,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
         help="redis mode: leave the ledger projection to `turngate project`",
     )
     _metrics_flag(serve_cmd)
+    serve_cmd.add_argument(
+        "--http-listen",
+        metavar="HOST:PORT",
+        help="where to serve browsers (Connect, gRPC-Web) and the operator console; unset: off",
+    )
     _security_flags(serve_cmd)
     _environment_only(serve_cmd)
     migrate_cmd = commands.add_parser("migrate", help="create or upgrade the store's schema, then exit")
@@ -218,9 +223,11 @@ def _settings(args: argparse.Namespace) -> Settings:
         name: value for name, value in vars(args).items() if name != "command" and value is not None
     }
     if args.command != "serve":
-        # `migrate` and `project` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… must not
-        # make them ask for a tokens file, nor its TURNGATE_WORKERS start workers.
+        # `migrate` and `project` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… (or
+        # TURNGATE_HTTP_LISTEN) must not make them ask for a tokens file, nor its TURNGATE_WORKERS
+        # start workers.
         given["listen"] = "127.0.0.1:0"
+        given["http_listen"] = None
         given["workers"] = 1
     return Settings(**given)
 
@@ -355,7 +362,8 @@ def _check_can_start(command: str, settings: Settings) -> None:
     """Before the store is opened (which creates a SQLite file): the port is free and the SQLite
     file can be written, each reported in one line naming it."""
     if command == "serve":
-        _check_port_free(settings.listen)
+        for address in settings.listens:
+            _check_port_free(address)
     if settings.sqlite_file is not None:
         _check_writable(settings.sqlite_file)
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import shutil
 import signal
+import tempfile
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
@@ -34,6 +37,8 @@ from turngate.service.telemetry import instrument
 from turngate.service.telemetry.metrics import Sources
 from turngate.service.watch import WatchHub
 from turngate.service.watchdog import Watchdog
+from turngate.service.web.app import application
+from turngate.service.web.listener import HttpListener
 from turngate.v1 import turngate_pb2 as pb
 
 log = logging.getLogger("turngate.server")
@@ -64,6 +69,10 @@ class TurngateServer:
         self._gatekeeper = Gatekeeper(None)
         self._certificates: ServerCertificates | None = None
         self._grpc: grpc.aio.Server | None = None
+        self._http: HttpListener | None = None
+        self._bridge: grpc.aio.Channel | None = None
+        self._bridge_dir: Path | None = None
+        self.http_port = 0
 
     @property
     def backend(self) -> Backend:
@@ -144,7 +153,10 @@ class TurngateServer:
             await backend.close()
             raise ListenError(f"cannot listen on {settings.listen}: {error}") from error
         self._grpc = server
+        bridge_target = self._bridge_port(server) if settings.http_listen else None
         await server.start()
+        if bridge_target is not None:
+            await self._start_http(bridge_target)
         loops = {
             "watchdog": watchdog.run,
             # The store's ping looked up at each call, as a test may swap it.
@@ -154,6 +166,36 @@ class TurngateServer:
         }
         for name, loop in loops.items():
             self.supervisor.start(name, loop)
+
+    def _bridge_port(self, server: grpc.aio.Server) -> str:
+        """The private gRPC port the HTTP listener forwards to: a Unix socket in a directory only
+        this user may enter, so nothing else on the host reaches the server past its TLS."""
+        self._bridge_dir = Path(tempfile.mkdtemp(prefix="turngate-"))
+        target = f"unix:{self._bridge_dir / 'grpc.sock'}"
+        server.add_insecure_port(target)
+        return target
+
+    async def _start_http(self, bridge_target: str) -> None:
+        settings = self.settings
+        # Replies (a turn's history) may exceed the request limit; the gRPC server bounds requests.
+        self._bridge = grpc.aio.insecure_channel(
+            bridge_target, options=[("grpc.max_receive_message_length", -1)]
+        )
+        self._http = HttpListener(
+            settings,
+            application(
+                self._bridge,
+                max_message_bytes=settings.max_message_bytes,
+                cors_origins=settings.http_cors_origins,
+                trace_url=settings.console_trace_url,
+            ),
+        )
+        try:
+            self._http.start()
+        except OSError as error:
+            await self.stop()
+            raise ListenError(f"cannot listen on {settings.http_listen}: {error.strerror}") from error
+        self.http_port = self._http.port
 
     def reload(self) -> None:
         """Reads the tokens file, the session token keys and the TLS files again (SIGHUP). Calls
@@ -190,11 +232,26 @@ class TurngateServer:
         self._health.close()
         if self._hub is not None:
             self._hub.close()
-        if self._grpc is not None:
-            await self._grpc.stop(self.settings.shutdown_grace)
+        # Neither listener takes new calls; calls in flight on either get the grace to finish.
+        await asyncio.gather(self._stop_http(), self._stop_grpc())
         await self.supervisor.stop()
         if self._backend is not None:
             await self._backend.close()
+
+    async def _stop_http(self) -> None:
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
+        if self._bridge is not None:
+            await self._bridge.close()
+            self._bridge = None
+
+    async def _stop_grpc(self) -> None:
+        if self._grpc is not None:
+            await self._grpc.stop(self.settings.shutdown_grace)
+        if self._bridge_dir is not None:
+            shutil.rmtree(self._bridge_dir, ignore_errors=True)
+            self._bridge_dir = None
 
     async def __aenter__(self) -> TurngateServer:
         await self.start()
@@ -263,7 +320,7 @@ async def serve(settings: Settings) -> None:
     if settings.insecure and settings.auth_file is None and settings.listens_beyond_loopback:
         log.warning(
             "INSECURE: listening on %s with no --auth-file: anyone who can connect may run and stop turns",
-            settings.listen,
+            " and ".join(settings.listens),
         )
     signalled = _first_signal()
     server = TurngateServer(settings)
@@ -273,11 +330,14 @@ async def serve(settings: Settings) -> None:
     try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.reload)
         log.info(
-            "turngate listening on %s (port %d, %s, %s)%s",
+            "turngate listening on %s (port %d, %s, %s)%s%s",
             settings.listen,
             server.port,
             "TLS" if settings.tls else "plaintext",
             "tokens" if settings.auth_file else "no authentication",
+            f"; HTTP (Connect, gRPC-Web, console) on {settings.http_listen} (port {server.http_port})"
+            if settings.http_listen
+            else "",
             # A relative SQLite path depends on the working directory: name the file this start uses.
             f"; store: SQLite file {settings.sqlite_file}" if settings.sqlite_file else "",
         )
