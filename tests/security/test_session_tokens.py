@@ -37,7 +37,7 @@ from tests.security.principals import (
     client_as,
     write_tokens,
 )
-from tests.security.test_access import DENIED, SAMPLES, call, short
+from tests.security.test_access import DENIED, SAMPLES, TRANSPORTS, call, call_over, short
 from turngate.client import Client, PermissionDenied, SessionTokenScope
 from turngate.service.auth.access import ROLES, SCOPES
 from turngate.service.auth.principals import Scope
@@ -67,11 +67,14 @@ def keys_toml(*keys: tuple[str, bytes]) -> str:
 @pytest.fixture(scope="module")
 async def keyed(tmp_path_factory: pytest.TempPathFactory, tokens_file: Path) -> AsyncIterator[TurngateServer]:
     """A server requiring bearer tokens whose session tokens are signed by CURRENT; PREVIOUS,
-    still listed, verifies."""
+    still listed, verifies. Its HTTP listener is on: a page sends the same token over HTTP."""
     tmp = tmp_path_factory.mktemp("keyed")
     keys = tmp / "keys.toml"
     keys.write_text(keys_toml(CURRENT, PREVIOUS))
-    async for server, _ in running(settings_for(str(tmp), auth_file=tokens_file, session_token_keys=keys)):
+    settings = settings_for(
+        str(tmp), auth_file=tokens_file, session_token_keys=keys, http_listen="127.0.0.1:0"
+    )
+    async for server, _ in running(settings):
         yield server
 
 
@@ -124,9 +127,11 @@ def with_bearer(token: str) -> str:
     return f"Bearer {token}"
 
 
-async def status_of(port: int, token: str, method: str = GET, request: Any = None) -> grpc.StatusCode:
+async def status_of(
+    server: TurngateServer, token: str, method: str = GET, request: Any = None, transport: str = "grpc"
+) -> grpc.StatusCode:
     sample = request if request is not None else SAMPLES[short(method)]()
-    return await call(port, with_bearer(token), method, sample)
+    return await call_over(transport, server, with_bearer(token), method, sample)
 
 
 def segment(data: dict[str, Any]) -> str:
@@ -187,8 +192,7 @@ async def test_an_admin_mints_for_any_project(keyed: TurngateServer) -> None:
     theirs = pb.SessionRef(project_id=PROJECT_B, session_id="s1")
     minted = await mint(keyed.port, theirs, minter=ADMIN)
     assert (
-        await status_of(keyed.port, minted.token, GET, pb.GetSessionRequest(session=theirs))
-        is grpc.StatusCode.OK
+        await status_of(keyed, minted.token, GET, pb.GetSessionRequest(session=theirs)) is grpc.StatusCode.OK
     )
 
 
@@ -198,12 +202,13 @@ TOKEN_KINDS = {"watch-only": False, "watch-and-stop": True}
 MATRIX = [(kind, method) for kind in TOKEN_KINDS for method in sorted(ROLES)]
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize(("kind", "method"), MATRIX, ids=[f"{k}-{short(m)}" for k, m in MATRIX])
 async def test_a_session_token_against_each_rpc_is_allowed_by_its_scopes_or_permission_denied(
-    keyed: TurngateServer, kind: str, method: str
+    keyed: TurngateServer, kind: str, method: str, transport: str
 ) -> None:
     minted = await mint(keyed.port, allow_stop=TOKEN_KINDS[kind])
-    code = await status_of(keyed.port, minted.token, method)
+    code = await status_of(keyed, minted.token, method, transport=transport)
     scope = SCOPES.get(method)
     if scope is Scope.WATCH or (scope is Scope.STOP and TOKEN_KINDS[kind]):
         assert code not in DENIED, f"{kind} must be allowed {short(method)}"
@@ -229,17 +234,17 @@ async def test_scope_watch_only_trying_stop_is_permission_denied_and_nothing_sto
 @pytest.mark.parametrize("method", ADMISSION, ids=short)
 async def test_trying_admission_rpcs_is_permission_denied(keyed: TurngateServer, method: str) -> None:
     minted = await mint(keyed.port, allow_stop=True)
-    assert await status_of(keyed.port, minted.token, method) is grpc.StatusCode.PERMISSION_DENIED
+    assert await status_of(keyed, minted.token, method) is grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_trying_list_active_sessions_is_permission_denied(keyed: TurngateServer) -> None:
     minted = await mint(keyed.port, allow_stop=True)
-    assert await status_of(keyed.port, minted.token, LIST_ACTIVE) is grpc.StatusCode.PERMISSION_DENIED
+    assert await status_of(keyed, minted.token, LIST_ACTIVE) is grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_a_session_token_minting_another_is_permission_denied(keyed: TurngateServer) -> None:
     minted = await mint(keyed.port, allow_stop=True)
-    assert await status_of(keyed.port, minted.token, MINT) is grpc.StatusCode.PERMISSION_DENIED
+    assert await status_of(keyed, minted.token, MINT) is grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_other_session_same_project_is_permission_denied_whether_it_exists_or_not(
@@ -279,7 +284,7 @@ async def test_other_project_same_session_id_is_permission_denied(keyed: Turngat
         (CANCEL, pb.CancelTurnRequest(session=theirs, force=True)),
         (LIST_ACTIVE, pb.ListActiveSessionsRequest(project_id=PROJECT_B)),
     ):
-        assert await status_of(keyed.port, minted.token, method, request) is grpc.StatusCode.PERMISSION_DENIED
+        assert await status_of(keyed, minted.token, method, request) is grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_a_watch_stream_ends_unauthenticated_when_its_session_token_expires(
@@ -344,14 +349,16 @@ async def test_a_forged_or_expired_session_token_is_unauthenticated(
     keyed: TurngateServer, forgery: str
 ) -> None:
     token = FORGERIES[forgery]()
-    assert await status_of(keyed.port, token) is grpc.StatusCode.UNAUTHENTICATED
-    assert await status_of(keyed.port, token, WATCH) is grpc.StatusCode.UNAUTHENTICATED
+    for transport in TRANSPORTS:
+        assert await status_of(keyed, token, transport=transport) is grpc.StatusCode.UNAUTHENTICATED
+        assert await status_of(keyed, token, WATCH, transport=transport) is grpc.StatusCode.UNAUTHENTICATED
 
 
 async def test_a_well_forged_control_token_is_accepted(keyed: TurngateServer) -> None:
     """The forgeries above differ from this only in what they break."""
-    assert await status_of(keyed.port, forge()) is grpc.StatusCode.OK
-    assert await status_of(keyed.port, forge(PREVIOUS[1], kid=PREVIOUS[0])) is grpc.StatusCode.OK
+    for transport in TRANSPORTS:
+        assert await status_of(keyed, forge(), transport=transport) is grpc.StatusCode.OK
+    assert await status_of(keyed, forge(PREVIOUS[1], kid=PREVIOUS[0])) is grpc.StatusCode.OK
 
 
 @pytest.mark.parametrize(
@@ -366,8 +373,8 @@ async def test_a_well_forged_control_token_is_accepted(keyed: TurngateServer) ->
 )
 async def test_tampered_claims_are_unauthenticated(keyed: TurngateServer, changes: dict[str, Any]) -> None:
     minted = await mint(keyed.port)
-    assert await status_of(keyed.port, minted.token) is grpc.StatusCode.OK
-    assert await status_of(keyed.port, tampered(minted.token, **changes)) is grpc.StatusCode.UNAUTHENTICATED
+    assert await status_of(keyed, minted.token) is grpc.StatusCode.OK
+    assert await status_of(keyed, tampered(minted.token, **changes)) is grpc.StatusCode.UNAUTHENTICATED
 
 
 async def test_refusals_are_logged_without_the_token_or_a_secret(
@@ -375,7 +382,7 @@ async def test_refusals_are_logged_without_the_token_or_a_secret(
 ) -> None:
     token = forge(STRANGER)
     with caplog.at_level(logging.INFO, logger="turngate"):
-        assert await status_of(keyed.port, token) is grpc.StatusCode.UNAUTHENTICATED
+        assert await status_of(keyed, token) is grpc.StatusCode.UNAUTHENTICATED
         minted = await mint(keyed.port)
     assert "session token refused: Signature verification failed" in caplog.text
     for secret in (
@@ -405,7 +412,7 @@ async def test_minting_for_another_project_is_permission_denied(keyed: TurngateS
 
 async def test_minting_with_a_session_token_or_none_is_refused(keyed: TurngateServer) -> None:
     minted = await mint(keyed.port, allow_stop=True)
-    assert await status_of(keyed.port, minted.token, MINT) is grpc.StatusCode.PERMISSION_DENIED
+    assert await status_of(keyed, minted.token, MINT) is grpc.StatusCode.PERMISSION_DENIED
     assert (
         await call(keyed.port, None, MINT, SAMPLES["MintSessionToken"]()) is grpc.StatusCode.UNAUTHENTICATED
     )
@@ -470,7 +477,7 @@ async def test_without_keys_minting_is_failed_precondition_and_a_session_token_u
     denial = await refused(mint(guarded.port))
     assert denial.code is grpc.StatusCode.FAILED_PRECONDITION
     assert "TURNGATE_SESSION_TOKEN_KEYS" in denial.status.message
-    assert await status_of(guarded.port, forge()) is grpc.StatusCode.UNAUTHENTICATED
+    assert await status_of(guarded, forge()) is grpc.StatusCode.UNAUTHENTICATED
 
 
 # Rotation and revocation: the keys file and the tokens file, reloaded.
@@ -494,17 +501,17 @@ async def test_rotation_a_previous_key_verifies_while_listed_and_not_after_it_is
         server.reload()
         new = (await mint(server.port)).token
         assert jwt.get_unverified_header(new)["kid"] == CURRENT[0]
-        assert await status_of(server.port, old) is grpc.StatusCode.OK
-        assert await status_of(server.port, new) is grpc.StatusCode.OK
+        assert await status_of(server, old) is grpc.StatusCode.OK
+        assert await status_of(server, new) is grpc.StatusCode.OK
 
         keys.write_text(keys_toml(CURRENT))  # the previous key retired
         server.reload()
-        assert await status_of(server.port, old) is grpc.StatusCode.UNAUTHENTICATED
-        assert await status_of(server.port, new) is grpc.StatusCode.OK
+        assert await status_of(server, old) is grpc.StatusCode.UNAUTHENTICATED
+        assert await status_of(server, new) is grpc.StatusCode.OK
 
         keys.write_text("keys = []")  # a broken file is not taken: the keys in force stay
         server.reload()
-        assert await status_of(server.port, new) is grpc.StatusCode.OK
+        assert await status_of(server, new) is grpc.StatusCode.OK
 
 
 async def test_revoking_the_minting_gateway_revokes_its_session_tokens(tmp_path: Path) -> None:
@@ -513,10 +520,10 @@ async def test_revoking_the_minting_gateway_revokes_its_session_tokens(tmp_path:
     tokens = write_tokens(tmp_path / "tokens.toml")
     async for server, _ in running(settings_for(str(tmp_path), auth_file=tokens, session_token_keys=keys)):
         minted = (await mint(server.port)).token
-        assert await status_of(server.port, minted) is grpc.StatusCode.OK
+        assert await status_of(server, minted) is grpc.StatusCode.OK
         write_tokens(tokens, tuple(named for named in EVERYONE if named is not GATEWAY_A))
         server.reload()
-        assert await status_of(server.port, minted) is grpc.StatusCode.UNAUTHENTICATED
+        assert await status_of(server, minted) is grpc.StatusCode.UNAUTHENTICATED
 
 
 # The keys file.
