@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf.duration_pb2 import Duration
 
 from tests.e2e.calls import admit, refused, seconds
+from tests.e2e.processes import run_cli
 from tests.e2e.servers import running, settings_for
 from tests.security.principals import (
     ADMIN,
@@ -583,3 +584,24 @@ async def test_the_sdk_mints_a_typed_token_whose_client_watches_but_may_not_stop
         assert (await page.get_session("s-sdk")).session.session_id == "s-sdk"
         with pytest.raises(PermissionDenied):
             await page.gateway().stop("s-sdk")
+
+
+def test_serve_with_an_invalid_keys_file_refuses_to_start_in_one_line(tmp_path: Path) -> None:
+    write_tokens(tmp_path / "tokens.toml")
+    (tmp_path / "keys.toml").write_text('[[keys]]\nid = "k1"\nsecret = "c2hvcnQ"\n')
+    args = (
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--auth-file",
+        "tokens.toml",
+        "--session-token-keys",
+        "keys.toml",
+    )
+    result = run_cli(tmp_path, *args)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        "turngate: signing keys file keys.toml is invalid: keys.0.secret: Value error, must be base64url "
+        "of at least 32 bytes"
+    )
+    assert "c2hvcnQ" not in result.stderr
