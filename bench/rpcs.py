@@ -3,14 +3,17 @@ listener in their place), and the floor's."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import grpc
 from connectrpc.client import ConnectClient
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
 from connectrpc.method import MethodInfo, StreamType
 from google.protobuf.message import Message
 
@@ -60,8 +63,23 @@ class HttpService:
 
 def _http_call(client: ConnectClient, info: MethodInfo[Any, Any]) -> Callable[[Message], object]:
     if info.stream_type is StreamType.SERVER_STREAM:
-        return lambda request: client.execute_server_stream(request=request, method=info)
+        return lambda request: _http_stream(client, info, request)
     return lambda request: client.execute_unary(request=request, method=info)
+
+
+async def _http_stream(
+    client: ConnectClient, info: MethodInfo[Any, Any], request: Message
+) -> AsyncIterator[Any]:
+    """The stream's replies; a read cancelled stays cancelled (as a gRPC stream's), where connectrpc
+    raises ConnectError(CANCELED) instead."""
+    try:
+        async for response in client.execute_server_stream(request=request, method=info):
+            yield response
+    except ConnectError as error:
+        task = asyncio.current_task()
+        if error.code is Code.CANCELED and task is not None and task.cancelling():
+            raise asyncio.CancelledError from error
+        raise
 
 
 def session(session_id: str) -> pb.SessionRef:
