@@ -43,7 +43,7 @@ from turngate.v1 import turngate_pb2 as pb
 
 from environment import OWN_CONNECTION, free_port, host_facts, load_average, wait_until
 from floor_server import EMPTY
-from measure import Call, Contender, CpuMeter, Row, client_cpu, paired, run_round
+from measure import Call, Contender, CpuMeter, Row, client_cpu, paired, rotated, run_round
 from report import facts_lines, fmt_ms, fmt_times, progress, run_benchmark, table
 from rpcs import Caller, Stubs, admit_lease, floor_calls, session
 from servers import HERE, SERVE_FLAGS, TURNGATE, Endpoint, floor_answers, launch, turngate_serving
@@ -189,6 +189,11 @@ async def fetch(client: pyqwest.Client, url: str) -> None:
         raise RuntimeError(f"GET {url} answered {response.status}")
 
 
+def config_gets(client: pyqwest.Client, servers: Servers) -> Iterator[Call]:
+    """GET /console/config.json: the listener's HTTP server and routing, no RPC."""
+    return itertools.repeat(functools.partial(fetch, client, config_url(servers.http_url)))
+
+
 def reads(stubs: Stubs, ref: pb.SessionRef) -> Iterator[Call]:
     return itertools.repeat(functools.partial(stubs.sessions.GetSession, pb.GetSessionRequest(session=ref)))
 
@@ -225,16 +230,7 @@ async def contenders(clients: Clients) -> list[list[Contender]]:
     expected = await servers.turngate.stubs.sessions.GetSession(pb.GetSessionRequest(session=ref))
     units = [
         [Contender(GRPC_FLOOR, calls=floor_calls(servers.floor.channel, EMPTY), meters=on_floor)],
-        [
-            Contender(
-                HTTP_FLOOR,
-                GRPC_FLOOR,
-                calls=itertools.repeat(
-                    functools.partial(fetch, clients.http(), config_url(servers.http_url))
-                ),
-                meters=on_turngate,
-            )
-        ],
+        [Contender(HTTP_FLOOR, GRPC_FLOOR, calls=config_gets(clients.http(), servers), meters=on_turngate)],
     ]
     for wire in READS:
         stubs = clients.stubs(wire)
@@ -260,9 +256,7 @@ async def measure(opts: Options, clients: Clients) -> tuple[list[Contender], lis
         progress(f"round {r + 1} of {opts.rounds}: calls")
         await run_round(units, r, opts.calls, opts.warmup)
         progress(f"round {r + 1} of {opts.rounds}: Stop → watcher")
-        # Each round starts with the other watcher.
-        start = r % len(WATCHES)
-        for wire in [*WATCHES[start:], *WATCHES[:start]]:
+        for wire in rotated(WATCHES, r):
             watches[wire].record(
                 await stop_to_notified(
                     runner,

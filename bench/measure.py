@@ -13,8 +13,10 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 Call = Callable[[], Awaitable[object]]
+T = TypeVar("T")
 # The CPU seconds one process has used so far.
 CpuMeter = Callable[[], Awaitable[float]]
 MS = 1_000.0
@@ -169,10 +171,15 @@ async def run_round(
 ) -> None:
     """One round: a slice of each unit, after `before_slice`; each round starts with another unit,
     so drift on the machine spreads over all of them and none is always first."""
-    start = round_index % len(units)
-    for unit in [*units[start:], *units[:start]]:
+    for unit in rotated(units, round_index):
         await before_slice()
         await run_slice(unit, calls, warmup)
+
+
+def rotated(items: Sequence[T], round_index: int) -> list[T]:
+    """`items` starting with another one each round."""
+    start = round_index % len(items)
+    return [*items[start:], *items[:start]]
 
 
 def paired(row: Row, other: Row) -> list[float]:
