@@ -1,5 +1,5 @@
-"""A server with its HTTP listener on (one allowed CORS origin, a trace URL template), shared by
-the tests of this directory."""
+"""The e2e fixtures (`server`, `client`) on a server with its HTTP listener on (one allowed CORS
+origin, a trace URL template), shared by the tests of this directory."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.e2e.conftest import own_server, session  # noqa: F401  (fixtures)
+from tests.e2e.conftest import client, own_server, server, session  # noqa: F401  (fixtures)
 from tests.e2e.servers import Client, running, settings_for
 from turngate.service.server import TurngateServer
 
@@ -16,7 +16,7 @@ TRACE_URL = "http://jaeger.example.com:16686/trace/{trace_id}"
 
 
 @pytest.fixture(scope="session")
-async def http_served(
+async def served(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[tuple[TurngateServer, Client]]:
     settings = settings_for(
@@ -25,15 +25,5 @@ async def http_served(
         http_cors_origins=ALLOWED_ORIGIN,
         console_trace_url=TRACE_URL,
     )
-    async for served in running(settings):
-        yield served
-
-
-@pytest.fixture
-def server(http_served: tuple[TurngateServer, Client]) -> TurngateServer:
-    return http_served[0]
-
-
-@pytest.fixture
-def client(http_served: tuple[TurngateServer, Client]) -> Client:
-    return http_served[1]
+    async for pair in running(settings):
+        yield pair

@@ -7,7 +7,7 @@ import pytest
 
 from tests.e2e.servers import OwnServer
 from tests.web.conftest import ALLOWED_ORIGIN
-from tests.web.raw import request
+from tests.web.raw import Answer, request
 from turngate.service.server import TurngateServer
 
 GET_SESSION = "/turngate.v1.SessionService/GetSession"
@@ -20,6 +20,12 @@ def preflight(origin: str) -> dict[str, str]:
         "access-control-request-method": "POST",
         "access-control-request-headers": "authorization, content-type, connect-protocol-version",
     }
+
+
+async def cross_origin_call(port: int, origin: str) -> Answer:
+    return await request(
+        port, "POST", GET_SESSION, BODY, {"origin": origin, "content-type": "application/json"}
+    )
 
 
 async def test_a_preflight_from_an_allowed_origin_names_it_and_lets_the_bearer_token_through(
@@ -36,13 +42,7 @@ async def test_a_preflight_from_an_allowed_origin_names_it_and_lets_the_bearer_t
 async def test_a_call_from_an_allowed_origin_may_read_the_answer_and_the_grpc_web_status(
     server: TurngateServer,
 ) -> None:
-    answer = await request(
-        server.http_port,
-        "POST",
-        GET_SESSION,
-        BODY,
-        {"origin": ALLOWED_ORIGIN, "content-type": "application/json"},
-    )
+    answer = await cross_origin_call(server.http_port, ALLOWED_ORIGIN)
     assert answer.status == 200
     assert answer.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
     assert "grpc-status" in answer.headers["access-control-expose-headers"].lower()
@@ -60,13 +60,7 @@ async def test_a_preflight_from_another_origin_is_refused_and_names_no_origin(
 async def test_a_call_from_another_origin_gets_no_cors_header_so_its_page_cannot_read_it(
     server: TurngateServer,
 ) -> None:
-    answer = await request(
-        server.http_port,
-        "POST",
-        GET_SESSION,
-        BODY,
-        {"origin": "https://evil.example.com", "content-type": "application/json"},
-    )
+    answer = await cross_origin_call(server.http_port, "https://evil.example.com")
     assert "access-control-allow-origin" not in answer.headers
 
 
