@@ -1,7 +1,7 @@
 """The TypeScript client's own `npm test` (clients/typescript: type check, unit tests, and its
 end-to-end test admit → watch → stop → settled) against a real `turngate serve --http-listen`,
 with a bearer token, over each of its transports (fetch and Node's HTTP/1.1 and HTTP/2; Connect
-JSON and binary, gRPC-Web).
+JSON and binary, gRPC-Web), and with a session token the gateway minted.
 
 `.ci/run` installs the npm packages (`npm ci` in clients/typescript) before the suite runs."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import free_port, spawn_server
+from tests.e2e.processes import free_port, run_cli, spawn_server
 from tests.security.principals import Named, write_tokens
 from tests.typescript.npm import INSTALL_TIMEOUT_S, accepts_connections, needs_npm, npm
 from tests.waiting import eventually
@@ -35,7 +35,17 @@ pytestmark = needs_npm
 async def test_npm_test_passes_admit_watch_stop_settled_against_a_real_http_listener(tmp_path: Path) -> None:
     http_port = free_port()
     tokens = write_tokens(tmp_path / "tokens.toml", (NODE_CLIENT,))
-    async with spawn_server(tmp_path, "--http-listen", f"127.0.0.1:{http_port}", "--auth-file", str(tokens)):
+    keys = tmp_path / "session-keys.toml"
+    keys.write_text(run_cli(tmp_path, "token", "key").stdout)
+    args = (
+        "--http-listen",
+        f"127.0.0.1:{http_port}",
+        "--auth-file",
+        str(tokens),
+        "--session-token-keys",
+        str(keys),
+    )
+    async with spawn_server(tmp_path, *args):
         await eventually(lambda: accepts_connections(http_port))
         env = {
             "TURNGATE_TEST_HTTP_URL": f"http://127.0.0.1:{http_port}",
@@ -47,3 +57,6 @@ async def test_npm_test_passes_admit_watch_stop_settled_against_a_real_http_list
     for transport in TRANSPORTS:
         assert f"✔ admit → watch → stop → settled ({transport})" in report, report
     assert "✔ without the token the service answers UNAUTHENTICATED" in report, report
+    assert (
+        "✔ a session token minted by a gateway watches and stops its one session, and no other" in report
+    ), report

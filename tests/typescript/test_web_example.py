@@ -1,6 +1,7 @@
 """examples/web in a real browser (Debian's chromium, headless): built with esbuild, served from
-its own origin, it watches a session over the HTTP listener (CORS, bearer token), shows the turn a
-runner started, sends a guarded Stop and shows its outcome, then the settlement."""
+its own origin, holding a session token its gateway minted (watch and Stop of one session), it
+watches the session over the HTTP listener (CORS, bearer token), shows the turn a runner started,
+sends a guarded Stop and shows its outcome, then the settlement."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.processes import free_port, spawn_server
+from tests.e2e.processes import free_port, run_cli, spawn_server
 from tests.security.principals import Named, bearer, client_as, write_tokens
 from tests.typescript.npm import INSTALL_TIMEOUT_S, ROOT, accepts_connections, needs_npm, npm
 from tests.waiting import eventually
@@ -31,8 +32,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 PROJECT = "p-web"
 RUNNER = Named("example-runner", ("runner",), (PROJECT,))
-# What the page's user holds: watch and Stop, nothing a runner does.
-PAGE = Named("example-page", ("gateway", "watcher"), (PROJECT,))
+# Mints the page's session token: the page never holds the gateway's own.
+GATEWAY = Named("example-gateway", ("gateway",), (PROJECT,))
 # How long the page may take to show what the test waits for: reached only when the test fails.
 SHOW_TIMEOUT_S = 15.0
 BUILD_TIMEOUT_S = 120.0
@@ -91,15 +92,21 @@ async def shown(driver: Any, element_id: str, expected: str) -> None:
 async def test_the_example_page_watches_a_turn_stops_it_and_shows_it_settle(tmp_path: Path) -> None:
     await npm("run", "build:example", timeout_s=BUILD_TIMEOUT_S)
     grpc_port, http_port = free_port(), free_port()
-    tokens = write_tokens(tmp_path / "tokens.toml", (RUNNER, PAGE))
+    tokens = write_tokens(tmp_path / "tokens.toml", (RUNNER, GATEWAY))
+    keys = tmp_path / "session-keys.toml"
+    keys.write_text(run_cli(tmp_path, "token", "key").stdout)
     session = pb.SessionRef(project_id=PROJECT, session_id="s-web")
     with static_files(EXAMPLE) as page_origin, chromium() as driver:
         cors = {"TURNGATE_HTTP_CORS_ORIGINS": page_origin}
         args = ("--http-listen", f"127.0.0.1:{http_port}", "--auth-file", str(tokens))
         async with (
-            spawn_server(tmp_path, *args, port=grpc_port, env=cors),
+            spawn_server(tmp_path, *args, "--session-token-keys", str(keys), port=grpc_port, env=cors),
             client_as(grpc_port, bearer(RUNNER)) as runner,
+            client_as(grpc_port, bearer(GATEWAY)) as gateway,
         ):
+            minted = await gateway.control.MintSessionToken(
+                pb.MintSessionTokenRequest(session=session, allow_stop=True)
+            )
             admitted = await runner.admission.AdmitTurn(
                 pb.AdmitTurnRequest(session=session, turn_id="t1", runner_id="r1")
             )
@@ -107,7 +114,7 @@ async def test_the_example_page_watches_a_turn_stops_it_and_shows_it_settle(tmp_
             await asyncio.to_thread(driver.get, f"{page_origin}/index.html")
             for field, value in (
                 ("server", f"http://127.0.0.1:{http_port}"),
-                ("token", PAGE.token),
+                ("token", minted.token),
                 ("project", PROJECT),
                 ("session", session.session_id),
             ):

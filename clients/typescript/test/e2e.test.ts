@@ -12,6 +12,7 @@ import {
   Directive,
   InvalidRequest,
   NotAuthenticated,
+  PermissionDenied,
   SessionBusy,
   SessionPhase,
   SettledBy,
@@ -150,6 +151,40 @@ describe("against a real server over HTTP", { skip: baseUrl ? false : notSet }, 
   }
 
   const noToken = "TURNGATE_TEST_TOKEN is not set: the server needs none";
+  it(
+    "a session token minted by a gateway watches and stops its one session, and no other",
+    { skip: token ? false : noToken },
+    async () => {
+      const gateway = new Turngate(createTurngateNodeTransport({ baseUrl: baseUrl!, token }), project);
+      const sessionId = `ts-session-token-${Date.now()}`;
+      const session = gateway.session(sessionId);
+      const { lease } = await gateway.admission.admitTurn({ session, turnId: "t1", runnerId: "r1" });
+      const minted = await gateway.control.mintSessionToken({ session, allowStop: true });
+      // What a page holds: the minted token only, asked for at each call (a page would refresh it).
+      const page = new Turngate(
+        createTurngateTransport({ baseUrl: baseUrl!, token: () => minted.token }),
+        project,
+      );
+      const events = page.watch(sessionId)[Symbol.asyncIterator]();
+      try {
+        const first = await nextWhere(events, () => true);
+        assert.ok(first.kind.case === "snapshot" && first.kind.value.active?.turnId === "t1");
+        const stopped = await page.stop(sessionId, { expectedTurnId: "t1" });
+        assert.ok(stopped.outcome === "cancelled" && stopped.stoppedRunningTurn, JSON.stringify(stopped));
+        await gateway.admission.completeTurn({ lease, outcome: TurnOutcome.CANCELLED });
+        const settled = await nextWhere(events, (e) => e.kind.case === "turnSettled");
+        assert.ok(settled.kind.case === "turnSettled" && settled.kind.value.turn?.turnId === "t1");
+
+        const elsewhere = await page.sessions
+          .getSession({ session: page.session(`${sessionId}-other`) })
+          .then(() => assert.fail("a session token read another session"), toTurngateError);
+        assert.ok(elsewhere instanceof PermissionDenied, elsewhere.name);
+      } finally {
+        await events.return?.();
+      }
+    },
+  );
+
   it("without the token the service answers UNAUTHENTICATED", { skip: token ? false : noToken }, async () => {
     const turngate = new Turngate(createTurngateTransport({ baseUrl: baseUrl! }), project);
     const refused = await turngate.sessions
