@@ -56,6 +56,7 @@ SAMPLES: dict[str, Callable[[], Message]] = {
         session=SESSION, interaction_id="i1", resolution="y"
     ),
     "ResumeQueue": lambda: pb.ResumeQueueRequest(session=SESSION),
+    "MintSessionToken": lambda: pb.MintSessionTokenRequest(session=SESSION, allow_stop=True),
     "WatchSession": lambda: pb.WatchSessionRequest(session=SESSION),
     "GetSession": lambda: pb.GetSessionRequest(session=SESSION),
     "GetTurn": lambda: pb.GetTurnRequest(session=SESSION, turn_id="t1"),
@@ -166,6 +167,10 @@ async def test_i11_a_gateway_of_project_a_cannot_stop_watch_or_read_project_b_an
             pb.ResolveInteractionRequest(session=theirs, interaction_id="i1", resolution="approved"),
         ),
         ("/turngate.v1.ControlService/ResumeQueue", pb.ResumeQueueRequest(session=theirs)),
+        (
+            "/turngate.v1.ControlService/MintSessionToken",
+            pb.MintSessionTokenRequest(session=theirs, allow_stop=True),
+        ),
         ("/turngate.v1.SessionService/WatchSession", pb.WatchSessionRequest(session=theirs)),
         ("/turngate.v1.SessionService/GetSession", pb.GetSessionRequest(session=theirs)),
         ("/turngate.v1.SessionService/GetTurn", pb.GetTurnRequest(session=theirs, turn_id="t-b")),

@@ -160,6 +160,8 @@ class Settings(BaseSettings):
 
     # Security (README "Securing turngate"): bearer tokens, TLS, and the limits every caller meets.
     auth_file: Path | None = None
+    # Keys signing and verifying session tokens (docs/security.md, Session tokens); unset: off.
+    session_token_keys: Path | None = None
     # Listen beyond loopback with no auth file (anyone who can connect may run and stop turns).
     insecure: bool = False
     tls_cert: Path | None = None
@@ -335,7 +337,9 @@ def local_target(listen: str) -> str:
 
 PREFIX = "TURNGATE_"
 # Settings whose values are never echoed: a URL may carry a password, a file name is a token's.
-_UNSHOWN = frozenset({"store", "ledger", "token", "token_file", "auth_file", "settings"})
+_UNSHOWN = frozenset(
+    {"store", "ledger", "token", "token_file", "auth_file", "session_token_keys", "settings"}
+)
 # TURNGATE_* variables read by other programs than the service: the test suite, the benchmarks,
 # and a Kubernetes Service named turngate (its service links: TURNGATE_PORT, TURNGATE_SERVICE_HOST…).
 _OTHER_PROGRAMS = re.compile(

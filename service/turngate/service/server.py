@@ -23,6 +23,7 @@ from turngate.service.api.policy import Policy
 from turngate.service.api.quota import WatchQuota
 from turngate.service.api.sessions import SessionService
 from turngate.service.auth.principals import Tokens, TokensFileError, load_tokens
+from turngate.service.auth.session_tokens import KeysFileError, SessionTokenKeys, load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, ledger_url, open_backend, project_when_migrated, projector_for
 from turngate.service.config import Settings
@@ -90,6 +91,7 @@ class TurngateServer:
     async def start(self) -> None:
         settings = self.settings
         self._gatekeeper.tokens = _tokens(settings)
+        self._gatekeeper.session_keys = _session_keys(settings)
         self._certificates = ServerCertificates(settings) if settings.tls else None
         self._backend = backend = await open_backend(
             settings, lambda problem: self._health.report(LEDGER, problem)
@@ -134,7 +136,7 @@ class TurngateServer:
             server,
             {
                 "AdmissionService": AdmissionService(store, policy),
-                "ControlService": ControlService(store, policy),
+                "ControlService": ControlService(store, policy, lambda: self._gatekeeper.session_keys),
                 "SessionService": SessionService(store, backend.history, hub, quota),
             },
         )
@@ -196,15 +198,22 @@ class TurngateServer:
         self.http_port = self._http.port
 
     def reload(self) -> None:
-        """Reads the tokens file and the TLS files again (SIGHUP). Calls already admitted and
-        open connections go on; new calls meet the new tokens, new connections the new
-        certificates. A file that no longer reads or validates leaves the current ones in force."""
+        """Reads the tokens file, the session token keys and the TLS files again (SIGHUP). Calls
+        already admitted and open connections go on; new calls meet the new tokens and keys, new
+        connections the new certificates. A file that no longer reads or validates leaves the
+        current ones in force."""
         if self.settings.auth_file is not None:
             try:
                 self._gatekeeper.tokens = tokens = load_tokens(self.settings.auth_file)
                 log.info("tokens reloaded: %d", len(tokens))
             except TokensFileError as error:
                 log.error("kept the current tokens: %s", error)
+        if self.settings.session_token_keys is not None:
+            try:
+                self._gatekeeper.session_keys = keys = load_keys(self.settings.session_token_keys)
+                log.info("session token keys reloaded: %d", len(keys))
+            except KeysFileError as error:
+                log.error("kept the current session token keys: %s", error)
         if self._certificates is not None:
             try:
                 self._certificates.reload()
@@ -256,6 +265,10 @@ def _tokens(settings: Settings) -> Tokens | None:
     return None if settings.auth_file is None else load_tokens(settings.auth_file)
 
 
+def _session_keys(settings: Settings) -> SessionTokenKeys | None:
+    return None if settings.session_token_keys is None else load_keys(settings.session_token_keys)
+
+
 def _grpc_options(settings: Settings) -> list[tuple[str, int]]:
     return [*_base_options(settings), *_connection_age_options(settings)]
 
@@ -303,7 +316,7 @@ def _first_signal() -> asyncio.Future[signal.Signals]:
 
 async def serve(settings: Settings) -> None:
     """Runs one replica until SIGTERM or SIGINT, then drains it (`TurngateServer.stop`); SIGHUP
-    reloads the tokens file."""
+    reloads the tokens file and the session token keys."""
     if settings.insecure and settings.auth_file is None and settings.listens_beyond_loopback:
         log.warning(
             "INSECURE: listening on %s with no --auth-file: anyone who can connect may run and stop turns",
