@@ -28,7 +28,9 @@ export function follow(project, session, cursor, onEvent, onStatus) {
     let retry = FIRST_RETRY_MS;
     while (!controller.signal.aborted) {
       try {
-        onStatus(cursor.seq ? `connecting, to resume after seq ${cursor.seq}` : "connecting", false);
+        // A resumed watch with nothing new may get no answer at all until the next event (the
+        // HTTP response starts with its first message): say what it waits for.
+        onStatus(cursor.seq ? `waiting for events after seq ${cursor.seq}` : "connecting", false);
         const stream = await watchSession(project, session, cursor, controller.signal);
         onStatus("live", true);
         for await (const message of stream) {
