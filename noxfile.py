@@ -35,6 +35,7 @@ BENCHMARKS = {
     "fanout": "bench/fanout.py",
     "embedded": "bench/embedded.py",
     "admission_modes": "bench/admission_modes.py",
+    "http_path": "bench/http_path.py",
 }
 
 nox.needs_version = ">=2024.10.9"
@@ -120,9 +121,10 @@ def bench(session: nox.Session) -> None:
     """The benchmarks of bench/README.md with their defaults (Redis and PostgreSQL on localhost).
 
     `nox -s bench` runs each in turn; `nox -s bench -- overhead --rounds 3` runs one benchmark
-    (`redis_mode`, `overhead`, `fanout` or `embedded`) with those arguments; other arguments go to
-    every benchmark, so options of one benchmark only (`--topology cluster`, `--wait-replicas 1`)
-    need its name first: `nox -s bench -- redis_mode --topology cluster`.
+    (a key of BENCHMARKS: `redis_mode`, `overhead`, `fanout`, `embedded`, `admission_modes`,
+    `http_path`) with those arguments; other arguments go to every benchmark, so options of one
+    benchmark only (`--topology cluster`, `--wait-replicas 1`) need its name first:
+    `nox -s bench -- redis_mode --topology cluster`.
     """
     args = list(session.posargs)
     names = list(BENCHMARKS)

@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -45,7 +44,6 @@ from turngate.v1 import turngate_pb2 as pb
 from embedded import ADMIT_P50_TARGET as EMBEDDED_ADMIT_P50_TARGET
 from embedded import floor_writes
 from environment import (
-    cpu_seconds,
     create_database,
     delete_prefix,
     drop_database,
@@ -53,7 +51,7 @@ from environment import (
     machine_facts,
 )
 from floor_server import EMPTY, REDIS_GET
-from measure import Call, CpuMeter, Latency, in_turn
+from measure import Call, Contender, Latency, paired, run_round
 from redis_mode import ADMIT_P50_TARGET as REDIS_ADMIT_P50_TARGET
 from redis_mode import STANDALONE_REDIS
 from report import Target, facts_lines, fmt_ms, fmt_times, progress, run_benchmark, table, target_table
@@ -246,55 +244,6 @@ async def refusals(stubs: Stubs, name: str) -> Iterator[Call]:
     return (functools.partial(refused, stubs, ref, f"refused-{i}") for i in itertools.count())
 
 
-@dataclass
-class Contender:
-    """One row: endless calls to one server, timed a slice at a time over the rounds (alone, or in
-    turn with its pair, the same call on the code before the queue)."""
-
-    name: str
-    server: Endpoint
-    calls: Iterator[Call]
-    # The same call on the code before the queue, timed in turn with this one.
-    before: str | None = None
-    # Timed in turn with another server's calls: slower than alone (each server waits between
-    # calls), so compared only with its pair, not with the floors.
-    in_turn: bool = False
-    samples: list[float] = field(default_factory=list)
-    # Each round's p50 (ms), for ratios paired round by round.
-    round_p50s: list[float] = field(default_factory=list)
-    cpu: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
-
-    def meters(self) -> dict[str, CpuMeter]:
-        pid = self.server.pid
-
-        async def server_cpu() -> float:
-            return cpu_seconds(pid)
-
-        return {"server": server_cpu}
-
-    def record(self, latency: Latency) -> None:
-        self.samples += latency.samples
-        self.round_p50s.append(latency.p50)
-        for role, seconds in latency.cpu.items():
-            self.cpu[role] += seconds
-
-    @property
-    def latency(self) -> Latency:
-        return Latency(self.samples, dict(self.cpu))
-
-
-async def run_slice(unit: Sequence[Contender], calls: int, warmup: int) -> None:
-    """A round's slice of one contender, or of a pair in turn (a call of each, then again)."""
-    latencies = await in_turn([row.calls for row in unit], calls, warmup, [row.meters() for row in unit])
-    for row, latency in zip(unit, latencies, strict=True):
-        row.record(latency)
-
-
-def paired(row: Contender, other: Contender) -> list[float]:
-    """`row`'s p50 over `other`'s, round by round, sorted."""
-    return sorted(a / b for a, b in zip(row.round_p50s, other.round_p50s, strict=True))
-
-
 ADMIT, REJECT = "AdmitTurn, no mode", "AdmitTurn, mode=REJECT"
 ENQUEUE, REFUSED = "AdmitTurn, mode=ENQUEUE (idle)", "AdmitTurn refused (in use)"
 # Timed in turn, this code's and the code before the queue's: AdmitTurn with no mode, the refusal.
@@ -306,26 +255,44 @@ async def contenders(servers: Servers) -> list[list[Contender]]:
     """The units a round times: the floor's two calls and turngate's, each alone; then (if the
     code before the queue is measured) AdmitTurn with no mode and the refusal, each in turn with
     the same call on the code before the queue (otherwise the refusal alone)."""
-    now, before = servers.now, servers.before
+    now, before, floor = servers.now, servers.before, servers.floor
+
+    def alone(name: str, server: Endpoint, calls: Iterator[Call]) -> list[Contender]:
+        return [Contender(name, calls=calls, meters=server.meters())]
+
+    def pair(
+        name: str, calls: Iterator[Call], name_before: str, calls_before: Iterator[Call]
+    ) -> list[Contender]:
+        """This code's call and the code before the queue's, in turn."""
+        assert before is not None
+        return [
+            Contender(name_before, calls=calls_before, meters=before.meters(), in_turn=True),
+            Contender(name, name_before, calls=calls, meters=now.meters(), in_turn=True),
+        ]
+
     units = [
-        [Contender("floor: empty gRPC call", servers.floor, floor_calls(servers.floor.channel, EMPTY))],
-        [Contender(f"floor: {servers.floor_name}", servers.floor, floor_method_calls(servers))],
-        [Contender(ADMIT, now, Caller(now.stubs, "unset").admits())],
-        [Contender(REJECT, now, Caller(now.stubs, "reject", pb.ADMISSION_MODE_REJECT).admits())],
-        [Contender(ENQUEUE, now, Caller(now.stubs, "enqueue", pb.ADMISSION_MODE_ENQUEUE).admits())],
+        alone("floor: empty gRPC call", floor, floor_calls(floor.channel, EMPTY)),
+        alone(f"floor: {servers.floor_name}", floor, floor_method_calls(servers)),
+        alone(ADMIT, now, Caller(now.stubs, "unset").admits()),
+        alone(REJECT, now, Caller(now.stubs, "reject", pb.ADMISSION_MODE_REJECT).admits()),
+        alone(ENQUEUE, now, Caller(now.stubs, "enqueue", pb.ADMISSION_MODE_ENQUEUE).admits()),
     ]
     if before is None:
-        return [*units, [Contender(REFUSED, now, await refusals(now.stubs, "now"))]]
+        return [*units, alone(REFUSED, now, await refusals(now.stubs, "now"))]
     return [
         *units,
-        [
-            Contender(ADMIT_BEFORE, before, Caller(before.stubs, "before").admits(), in_turn=True),
-            Contender(ADMIT_NOW, now, Caller(now.stubs, "paired").admits(), ADMIT_BEFORE, in_turn=True),
-        ],
-        [
-            Contender(REFUSED_BEFORE, before, await refusals(before.stubs, "before"), in_turn=True),
-            Contender(REFUSED_NOW, now, await refusals(now.stubs, "now"), REFUSED_BEFORE, in_turn=True),
-        ],
+        pair(
+            ADMIT_NOW,
+            Caller(now.stubs, "paired").admits(),
+            ADMIT_BEFORE,
+            Caller(before.stubs, "before").admits(),
+        ),
+        pair(
+            REFUSED_NOW,
+            await refusals(now.stubs, "now"),
+            REFUSED_BEFORE,
+            await refusals(before.stubs, "before"),
+        ),
     ]
 
 
@@ -342,9 +309,9 @@ def admission_table(rows: Sequence[Contender]) -> str:
     by_name = {row.name: row for row in rows}
 
     def against_before(row: Contender) -> str:
-        if row.before is None:
+        if row.paired_with is None:
             return "-"
-        ratios = paired(row, by_name[row.before])
+        ratios = paired(row, by_name[row.paired_with])
         return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
 
     def line(row: Contender) -> list[str]:
@@ -499,11 +466,7 @@ async def measure(opts: Options, servers: Servers) -> tuple[list[Contender], Pro
     units = await contenders(servers)
     for r in range(opts.rounds):
         progress(f"REJECT admission, round {r + 1} of {opts.rounds}")
-        # Each round starts with another unit, so none is always first after the drain.
-        start = r % len(units)
-        for unit in units[start:] + units[:start]:
-            await servers.drain()
-            await run_slice(unit, opts.calls, opts.warmup)
+        await run_round(units, r, opts.calls, opts.warmup, servers.drain)
     rows = [row for unit in units for row in unit]
     results = PromotionResults()
     stubs = servers.now.stubs

@@ -31,7 +31,7 @@ import grpc
 
 from turngate.v1 import turngate_pb2 as pb
 
-from environment import cpu_seconds, load_average
+from environment import load_average
 from floor_server import EMPTY
 from measure import Call, CpuMeter, Latency, Throughput, client_cpu, concurrent, sequential
 from report import (
@@ -102,10 +102,7 @@ class Bench:
     database: Path
 
     def meters(self, server: Endpoint) -> dict[str, CpuMeter]:
-        async def server_cpu() -> float:
-            return cpu_seconds(server.pid)
-
-        return {"server": server_cpu, "client": client_cpu}
+        return {**server.meters(), "client": client_cpu}
 
     async def _one_caller(self, calls: Iterator[Call], server: Endpoint) -> Latency:
         return await sequential(calls, self.opts.calls, self.opts.warmup, self.meters(server))

@@ -149,7 +149,18 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def host_facts() -> list[tuple[str, str]]:
+    """The machine, its load now, and the Python and gRPC every run uses."""
+    return [
+        ("CPUs", f"{os.cpu_count()} ({_cpu_model()})"),
+        ("load average at start", load_average()),
+        ("Python", f"{platform.python_version()} ({platform.python_implementation()})"),
+        ("grpcio", grpc.__version__),
+    ]
+
+
 async def machine_facts(client: Redis, admin_dsn: str) -> list[tuple[str, str]]:
+    """host_facts, and the Redis and PostgreSQL of a run that uses them."""
     info = await client.info("server")
     connection = await asyncpg.connect(admin_dsn)
     try:
@@ -157,10 +168,7 @@ async def machine_facts(client: Redis, admin_dsn: str) -> list[tuple[str, str]]:
     finally:
         await connection.close()
     return [
-        ("CPUs", f"{os.cpu_count()} ({_cpu_model()})"),
-        ("load average at start", load_average()),
-        ("Python", f"{platform.python_version()} ({platform.python_implementation()})"),
-        ("grpcio", grpc.__version__),
+        *host_facts(),
         ("redis-py", redis.__version__),
         ("redis-server", str(info["redis_version"])),
         ("PostgreSQL", str(postgres)),

@@ -10,10 +10,13 @@ import asyncio
 import itertools
 import math
 import time
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 Call = Callable[[], Awaitable[object]]
+T = TypeVar("T")
 # The CPU seconds one process has used so far.
 CpuMeter = Callable[[], Awaitable[float]]
 MS = 1_000.0
@@ -109,6 +112,79 @@ async def in_turn(
             samples[which].append(time.perf_counter() - start)
     after = [await cpu_now(m) for m in meters]
     return [Latency(timed, cpu_used(b, a)) for timed, b, a in zip(samples, before, after, strict=True)]
+
+
+@dataclass
+class Row:
+    """A table row's samples gathered over rounds, with each round's p50 and the CPU metered."""
+
+    name: str
+    # The row its p50 is divided by, round by round (paired).
+    paired_with: str | None = None
+    samples: list[float] = field(default_factory=list, init=False)
+    # Each round's p50 (ms), for ratios paired round by round.
+    round_p50s: list[float] = field(default_factory=list, init=False)
+    cpu: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float), init=False)
+
+    def record(self, latency: Latency) -> None:
+        """One round's samples."""
+        self.samples += latency.samples
+        self.round_p50s.append(latency.p50)
+        for role, seconds in latency.cpu.items():
+            self.cpu[role] += seconds
+
+    @property
+    def latency(self) -> Latency:
+        return Latency(self.samples, dict(self.cpu))
+
+
+@dataclass(kw_only=True)
+class Contender(Row):
+    """A row of endless calls, timed a slice at a time over rounds (run_round: alone, or in turn
+    with the other rows of its unit)."""
+
+    calls: Iterator[Call]
+    # What a slice of it meters: processes only this row's calls use meanwhile, when timed alone.
+    meters: Mapping[str, CpuMeter]
+    # Timed in turn with another server's calls: slower than alone (each server waits between
+    # calls), so compared only with the rows of its unit.
+    in_turn: bool = False
+
+
+async def run_slice(unit: Sequence[Contender], calls: int, warmup: int) -> None:
+    """A round's slice of one contender, or of several in turn (a call of each, then again)."""
+    latencies = await in_turn([row.calls for row in unit], calls, warmup, [row.meters for row in unit])
+    for row, latency in zip(unit, latencies, strict=True):
+        row.record(latency)
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def run_round(
+    units: Sequence[Sequence[Contender]],
+    round_index: int,
+    calls: int,
+    warmup: int,
+    before_slice: Callable[[], Awaitable[None]] = _nothing,
+) -> None:
+    """One round: a slice of each unit, after `before_slice`; each round starts with another unit,
+    so drift on the machine spreads over all of them and none is always first."""
+    for unit in rotated(units, round_index):
+        await before_slice()
+        await run_slice(unit, calls, warmup)
+
+
+def rotated(items: Sequence[T], round_index: int) -> list[T]:
+    """`items` starting with another one each round."""
+    start = round_index % len(items)
+    return [*items[start:], *items[:start]]
+
+
+def paired(row: Row, other: Row) -> list[float]:
+    """`row`'s p50 over `other`'s, round by round, sorted."""
+    return sorted(a / b for a, b in zip(row.round_p50s, other.round_p50s, strict=True))
 
 
 async def _drive(calls: Iterator[Call], deadline: float) -> int:

@@ -29,7 +29,6 @@ from turngate.service.store.redis.connection import Client, connect
 
 from environment import (
     OWN_CONNECTION,
-    cpu_seconds,
     create_database,
     delete_prefix,
     drop_database,
@@ -169,14 +168,11 @@ class Bench:
     def meters(self, server: Endpoint) -> dict[str, CpuMeter]:
         """CPU meters for a phase against `server`: it, this client, Redis, the ledger's backends."""
 
-        async def server_cpu() -> float:
-            return cpu_seconds(server.pid)
-
         async def postgres_cpu() -> float:
             return await postgres_cpu_seconds(self.postgres, self.run.database)
 
         return {
-            "server": server_cpu,
+            **server.meters(),
             "client": client_cpu,
             **self._redis_meters(),
             "ledger pg": postgres_cpu,

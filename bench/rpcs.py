@@ -1,14 +1,23 @@
-"""The calls the benchmark makes: turngate's RPCs through its generated stubs, and the floor's."""
+"""The calls the benchmark makes: turngate's RPCs through its generated stubs (or through its HTTP
+listener in their place), and the floor's."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import grpc
+from connectrpc.client import ConnectClient
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from connectrpc.method import MethodInfo, StreamType
+from google.protobuf.message import Message
 
+from turngate.service.web.bridge import method_info
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
@@ -30,6 +39,47 @@ class Stubs:
             pb_grpc.ControlServiceStub(channel),
             pb_grpc.SessionServiceStub(channel),
         )
+
+    @classmethod
+    def over_http(cls, client: ConnectClient) -> Stubs:
+        """The same RPCs through a turngate HTTP listener, in `client`'s protocol and codec. Each
+        service is an HttpService in its gRPC stub's place: the same method names, an awaitable
+        reply or an async-iterable stream, which is all the bench's calls use of a stub."""
+        return cls(
+            cast("pb_grpc.AdmissionServiceAsyncStub", HttpService(client, "AdmissionService")),
+            cast("pb_grpc.ControlServiceAsyncStub", HttpService(client, "ControlService")),
+            cast("pb_grpc.SessionServiceAsyncStub", HttpService(client, "SessionService")),
+        )
+
+
+class HttpService:
+    """Each RPC of one service of the contract as an attribute of its name calling it through a
+    Connect client (connectrpc's, speaking Connect or gRPC-Web), as a gRPC stub's do."""
+
+    def __init__(self, client: ConnectClient, service: str) -> None:
+        for method in pb.DESCRIPTOR.services_by_name[service].methods:
+            setattr(self, method.name, _http_call(client, method_info(method)))
+
+
+def _http_call(client: ConnectClient, info: MethodInfo[Any, Any]) -> Callable[[Message], object]:
+    if info.stream_type is StreamType.SERVER_STREAM:
+        return lambda request: _http_stream(client, info, request)
+    return lambda request: client.execute_unary(request=request, method=info)
+
+
+async def _http_stream(
+    client: ConnectClient, info: MethodInfo[Any, Any], request: Message
+) -> AsyncIterator[Any]:
+    """The stream's replies; a read cancelled stays cancelled (as a gRPC stream's), where connectrpc
+    raises ConnectError(CANCELED) instead."""
+    try:
+        async for response in client.execute_server_stream(request=request, method=info):
+            yield response
+    except ConnectError as error:
+        task = asyncio.current_task()
+        if error.code is Code.CANCELED and task is not None and task.cancelling():
+            raise asyncio.CancelledError from error
+        raise
 
 
 def session(session_id: str) -> pb.SessionRef:

@@ -22,8 +22,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from turngate.service.store.redis.connection import Client
 from turngate.service.store.redis.keys import Keyspace
 
-from environment import ServerProcess, answers, free_port, wait_until
+from environment import ServerProcess, answers, cpu_seconds, free_port, wait_until
 from floor_server import EMPTY
+from measure import CpuMeter
 from rpcs import Stubs
 
 HERE = Path(__file__).resolve().parent
@@ -116,6 +117,15 @@ class Endpoint:
     @property
     def pid(self) -> int:
         return self.process.process.pid
+
+    def meters(self) -> dict[str, CpuMeter]:
+        """The server process's CPU, as role "server"."""
+        pid = self.pid
+
+        async def server_cpu() -> float:
+            return cpu_seconds(pid)
+
+        return {"server": server_cpu}
 
 
 Probe = Callable[[grpc.aio.Channel], Awaitable[bool]]

@@ -11,10 +11,7 @@ import contextlib
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
-
-import grpc
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 
 from turngate.v1 import turngate_pb2 as pb
 
@@ -22,7 +19,6 @@ from measure import CpuMeter, Latency, cpu_now, cpu_used
 from rpcs import Stubs, admit_lease, cancel, complete, open_tool_call, session
 
 OnEvent = Callable[[float, pb.SessionEvent], None]
-Stream = grpc.aio.UnaryStreamCall[Any, pb.WatchSessionResponse]
 # How long any awaited event may take: reached only when something is broken.
 EVENT_TIMEOUT_S = 20.0
 
@@ -32,24 +28,26 @@ def kind(event: pb.SessionEvent) -> str:
 
 
 class Watcher:
-    """One stream of WatchSessionResponse (turngate's WatchSession, or the fan-out floor's
-    `Watch`) handing each event and its arrival to `on_event`."""
+    """One stream of WatchSessionResponse (turngate's WatchSession, over gRPC or over HTTP, or the
+    fan-out floor's `Watch`) handing each event and its arrival to `on_event`."""
 
-    def __init__(self, call: Stream, on_event: OnEvent) -> None:
-        self._call = call
-        self._task = asyncio.create_task(self._read(on_event))
+    def __init__(self, responses: AsyncIterable[pb.WatchSessionResponse], on_event: OnEvent) -> None:
+        self._task = asyncio.create_task(self._read(responses, on_event))
 
     @classmethod
     def of_session(cls, stubs: Stubs, ref: pb.SessionRef, on_event: OnEvent) -> Watcher:
         """A WatchSession stream from a snapshot."""
         return cls(stubs.sessions.WatchSession(pb.WatchSessionRequest(session=ref)), on_event)
 
-    async def _read(self, on_event: OnEvent) -> None:
-        async for response in self._call:
+    @staticmethod
+    async def _read(responses: AsyncIterable[pb.WatchSessionResponse], on_event: OnEvent) -> None:
+        async for response in responses:
             on_event(time.perf_counter(), response.event)
 
     async def close(self) -> None:
-        self._call.cancel()
+        """Cancelling the read ends the stream: grpc.aio cancels its call, an HTTP client drops
+        its response."""
+        self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
 

@@ -31,6 +31,7 @@ from turngate.client import (
     SessionPhase,
     SessionRef,
     SessionSnapshot,
+    SessionTokenScope,
     SettledBy,
     StopRequested,
     ToolCall,
@@ -59,6 +60,7 @@ ENUMS: list[tuple[type[ContractEnum], EnumDescriptor]] = [
     (InteractionStatus, pb.InteractionStatus.DESCRIPTOR),
     (AdmissionMode, pb.AdmissionMode.DESCRIPTOR),
     (QueueAction, pb.QueueAction.DESCRIPTOR),
+    (SessionTokenScope, pb.SessionTokenScope.DESCRIPTOR),
 ]
 
 

@@ -21,8 +21,11 @@ def tokens_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def guarded(
     tmp_path_factory: pytest.TempPathFactory, tokens_file: Path
 ) -> AsyncIterator[TurngateServer]:
-    """A server with authentication on, shared by the tests of this directory."""
-    settings = settings_for(str(tmp_path_factory.mktemp("guarded")), auth_file=tokens_file)
+    """A server with authentication on, shared by the tests of this directory; its HTTP listener
+    is on too, for the same checks over Connect and gRPC-Web."""
+    settings = settings_for(
+        str(tmp_path_factory.mktemp("guarded")), auth_file=tokens_file, http_listen="127.0.0.1:0"
+    )
     server: TurngateServer
     client: Client
     async for server, client in running(settings):

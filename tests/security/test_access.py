@@ -25,6 +25,7 @@ from tests.security.principals import (
     bearer,
     client_as,
 )
+from tests.web.calls import code_of
 from turngate.service.auth.access import ROLES
 from turngate.service.codec import dump_session
 from turngate.service.core import SessionKey
@@ -55,6 +56,7 @@ SAMPLES: dict[str, Callable[[], Message]] = {
         session=SESSION, interaction_id="i1", resolution="y"
     ),
     "ResumeQueue": lambda: pb.ResumeQueueRequest(session=SESSION),
+    "MintSessionToken": lambda: pb.MintSessionTokenRequest(session=SESSION, allow_stop=True),
     "WatchSession": lambda: pb.WatchSessionRequest(session=SESSION),
     "GetSession": lambda: pb.GetSessionRequest(session=SESSION),
     "GetTurn": lambda: pb.GetTurnRequest(session=SESSION, turn_id="t1"),
@@ -63,6 +65,8 @@ SAMPLES: dict[str, Callable[[], Message]] = {
 }
 ROLE_HOLDERS = {"runner": RUNNER_A, "gateway": GATEWAY_A, "watcher": WATCHER_A, "admin": ADMIN}
 MATRIX = [(role, method) for role in ROLE_HOLDERS for method in sorted(ROLES)]
+# Native gRPC, and the HTTP listener's Connect (JSON) and gRPC-Web (binary) for browsers.
+TRANSPORTS = ("grpc", "connect-json", "grpc-web-proto")
 
 
 def short(method: str) -> str:
@@ -87,16 +91,25 @@ async def call(port: int, header: str | None, method: str, request: Message) -> 
     return grpc.StatusCode.OK
 
 
+async def call_over(
+    transport: str, server: TurngateServer, header: str | None, method: str, request: Message
+) -> grpc.StatusCode:
+    if transport == "grpc":
+        return await call(server.port, header, method, request)
+    return await code_of(server.http_port, transport, header, method, request)
+
+
 def test_the_matrix_covers_every_rpc_of_the_contract() -> None:
     assert {short(method) for method in ROLES} == set(SAMPLES)
     assert len(ROLES) == sum(len(s.methods) for s in pb.DESCRIPTOR.services_by_name.values())
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize(("role", "method"), MATRIX, ids=[f"{r}-{short(m)}" for r, m in MATRIX])
 async def test_each_role_against_each_rpc_is_allowed_or_permission_denied(
-    guarded: TurngateServer, role: str, method: str
+    guarded: TurngateServer, role: str, method: str, transport: str
 ) -> None:
-    code = await call(guarded.port, bearer(ROLE_HOLDERS[role]), method, SAMPLES[short(method)]())
+    code = await call_over(transport, guarded, bearer(ROLE_HOLDERS[role]), method, SAMPLES[short(method)]())
     if role in ROLES[method]:
         assert code not in DENIED, f"{role} must be allowed {short(method)}"
     else:
@@ -109,12 +122,12 @@ async def test_each_role_against_each_rpc_is_allowed_or_permission_denied(
     ids=["missing", "unknown", "not-bearer", "empty", "huge"],
 )
 @pytest.mark.parametrize("method", sorted(ROLES), ids=short)
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_no_or_wrong_token_is_unauthenticated_on_every_rpc(
-    guarded: TurngateServer, header: str | None, method: str
+    guarded: TurngateServer, header: str | None, method: str, transport: str
 ) -> None:
-    assert (
-        await call(guarded.port, header, method, SAMPLES[short(method)]()) is grpc.StatusCode.UNAUTHENTICATED
-    )
+    code = await call_over(transport, guarded, header, method, SAMPLES[short(method)]())
+    assert code is grpc.StatusCode.UNAUTHENTICATED
 
 
 async def test_health_needs_no_token(guarded: TurngateServer) -> None:
@@ -154,6 +167,10 @@ async def test_i11_a_gateway_of_project_a_cannot_stop_watch_or_read_project_b_an
             pb.ResolveInteractionRequest(session=theirs, interaction_id="i1", resolution="approved"),
         ),
         ("/turngate.v1.ControlService/ResumeQueue", pb.ResumeQueueRequest(session=theirs)),
+        (
+            "/turngate.v1.ControlService/MintSessionToken",
+            pb.MintSessionTokenRequest(session=theirs, allow_stop=True),
+        ),
         ("/turngate.v1.SessionService/WatchSession", pb.WatchSessionRequest(session=theirs)),
         ("/turngate.v1.SessionService/GetSession", pb.GetSessionRequest(session=theirs)),
         ("/turngate.v1.SessionService/GetTurn", pb.GetTurnRequest(session=theirs, turn_id="t-b")),
@@ -163,9 +180,10 @@ async def test_i11_a_gateway_of_project_a_cannot_stop_watch_or_read_project_b_an
             pb.ListActiveSessionsRequest(project_id=PROJECT_B),
         ),
     ]
-    for method, request in attempts:
-        code = await call(guarded.port, bearer(GATEWAY_A), method, request)
-        assert code is grpc.StatusCode.PERMISSION_DENIED, short(method)
+    for transport in TRANSPORTS:
+        for method, request in attempts:
+            code = await call_over(transport, guarded, bearer(GATEWAY_A), method, request)
+            assert code is grpc.StatusCode.PERMISSION_DENIED, f"{short(method)} over {transport}"
 
     async with client_as(guarded.port, bearer(ADMIN)) as admin:
         after = (await document(guarded, theirs), await state_of(admin, theirs, "t-b"))

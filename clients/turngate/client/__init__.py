@@ -117,6 +117,9 @@ child of the current span, carrying the W3C traceparent; without it nothing is t
   `await clear_queue(session_id, *, reason="") -> Cancelled | None` (cancels every queued turn,
   leaving the active one running);
   `await resolve_interaction(session_id, interaction_id, resolution) -> Interaction`;
+  `await mint_session_token(session_id, *, ttl=None, allow_stop=False) -> SessionToken` (a
+  short-lived token reaching only that session, to watch it and, with allow_stop, stop it: what a
+  web page may hold; `token`, `expires_at`, `scopes` of `SessionTokenScope`);
   `await stop_and_wait(session_id, expected_turn_id, *, force_after, reason="", request_id=None,
   queue=QueueAction.PAUSE) -> TurnRecord | None`: Stop, wait up to `force_after` s for the turn
   to settle, then force it; returns the settled record (None if the turn had never been admitted,
@@ -165,6 +168,7 @@ from turngate.client.enums import (
     InteractionStatus,
     QueueAction,
     SessionPhase,
+    SessionTokenScope,
     SettledBy,
     ToolCallStatus,
     TurnOutcome,
@@ -215,6 +219,7 @@ from turngate.client.models import (
     ResumedQueue,
     SessionRef,
     SessionSnapshot,
+    SessionToken,
     StopRequested,
     StopResult,
     ToolCall,
@@ -277,6 +282,8 @@ __all__ = [
     "SessionQueuePaused",
     "SessionRef",
     "SessionSnapshot",
+    "SessionToken",
+    "SessionTokenScope",
     "SettledBy",
     "StopRequested",
     "StopResult",

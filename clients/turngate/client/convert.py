@@ -20,6 +20,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from turngate.client.enums import (
     InteractionStatus,
     SessionPhase,
+    SessionTokenScope,
     SettledBy,
     ToolCallStatus,
     TurnOutcome,
@@ -40,6 +41,7 @@ from turngate.client.models import (
     ResumedQueue,
     SessionRef,
     SessionSnapshot,
+    SessionToken,
     StopRequested,
     StopResult,
     ToolCall,
@@ -318,6 +320,15 @@ def stop_result(message: pb.CancelTurnResponse) -> StopResult:
 def resumed_queue(message: pb.ResumeQueueResponse) -> ResumedQueue:
     return ResumedQueue(
         message.admitted_turn_id, tuple(queued_turn(turn) for turn in message.queue), raw=message
+    )
+
+
+def session_token(message: pb.MintSessionTokenResponse) -> SessionToken:
+    return SessionToken(
+        message.token,
+        _always(message, "expires_at"),
+        tuple(SessionTokenScope(scope) for scope in message.scopes),
+        raw=message,
     )
 
 

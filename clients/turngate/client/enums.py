@@ -24,6 +24,7 @@ __all__ = [
     "InteractionStatus",
     "QueueAction",
     "SessionPhase",
+    "SessionTokenScope",
     "SettledBy",
     "ToolCallStatus",
     "TurnOutcome",
@@ -157,6 +158,16 @@ class QueueAction(ContractEnum):
     """The queue goes on: its head is admitted when the stopped turn ends."""
     CLEAR = 3
     """Every queued turn is cancelled now, in the Stop's own write."""
+
+
+class SessionTokenScope(ContractEnum):
+    """What a session token allows on its one session (`gateway.mint_session_token`)."""
+
+    UNSPECIFIED = 0
+    WATCH = 1
+    """WatchSession, GetSession, GetTurn and ListTurns."""
+    STOP = 2
+    """CancelTurn."""
 
 
 class ErrorReason(StrEnum):

@@ -1,5 +1,6 @@
 """The gateway's calls: forward a user's Stop (typed answers) and answers to interactions, stop a
-turn for sure (`stop_and_wait`), and resume or clear a session's queue."""
+turn for sure (`stop_and_wait`), resume or clear a session's queue, and mint the session tokens
+its web pages hold."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from turngate.client.models import (
     QueueResumed,
     ResumedQueue,
     SessionSnapshot,
+    SessionToken,
     StopRequested,
     StopResult,
     ToolCallChanged,
@@ -110,6 +112,23 @@ class Gateway:
         )
         answer = await self._connection.call(self._connection.control.ResolveInteraction, request)
         return convert.interaction(answer.interaction)
+
+    async def mint_session_token(
+        self, session_id: str, *, ttl: float | None = None, allow_stop: bool = False
+    ) -> SessionToken:
+        """A short-lived token that reaches only this session, to watch it (WatchSession,
+        GetSession, GetTurn, ListTurns) and, with `allow_stop`, to stop its turns (CancelTurn):
+        what a web page may hold as its bearer token. `ttl` in seconds (the service's default,
+        15 minutes, when None; at most an hour). Raises `TurngateError` with code
+        FAILED_PRECONDITION when the service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS)."""
+        request = pb.MintSessionTokenRequest(
+            session=self._connection.session(session_id),
+            ttl=convert.duration(ttl) if ttl is not None else None,
+            allow_stop=allow_stop,
+        )
+        return convert.session_token(
+            await self._connection.call(self._connection.control.MintSessionToken, request)
+        )
 
     async def stop_and_wait(
         self,

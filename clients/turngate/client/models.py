@@ -19,6 +19,7 @@ from typing import TypeAlias
 from turngate.client.enums import (
     InteractionStatus,
     SessionPhase,
+    SessionTokenScope,
     SettledBy,
     ToolCallStatus,
     TurnOutcome,
@@ -41,6 +42,7 @@ __all__ = [
     "ResumedQueue",
     "SessionRef",
     "SessionSnapshot",
+    "SessionToken",
     "StopRequested",
     "StopResult",
     "ToolCall",
@@ -421,6 +423,19 @@ class ResumedQueue:
     queue: tuple[QueuedTurn, ...]
     """The turns still waiting, head first."""
     raw: pb.ResumeQueueResponse | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SessionToken:
+    """A token reaching one session, for a web page (`gateway.mint_session_token`)."""
+
+    token: str = field(repr=False)
+    """The bearer token (a JWT): a secret, so repr leaves it out."""
+    expires_at: datetime
+    """When the service stops accepting it."""
+    scopes: tuple[SessionTokenScope, ...]
+    """WATCH, and STOP when it may stop the session's turns."""
+    raw: pb.MintSessionTokenResponse | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from turngate.client.models import (
     Interaction,
     ResumedQueue,
     SessionSnapshot,
+    SessionToken,
     StopResult,
     TurnLease,
     TurnRecord,
@@ -282,6 +283,11 @@ class Gateway:
 
     def resolve_interaction(self, session_id: str, interaction_id: str, resolution: str) -> Interaction:
         return self._loop.run(self._gateway.resolve_interaction(session_id, interaction_id, resolution))
+
+    def mint_session_token(
+        self, session_id: str, *, ttl: float | None = None, allow_stop: bool = False
+    ) -> SessionToken:
+        return self._loop.run(self._gateway.mint_session_token(session_id, ttl=ttl, allow_stop=allow_stop))
 
     def stop_and_wait(
         self,

@@ -381,6 +381,28 @@ QUEUE_ACTION_CLEAR: QueueAction.ValueType  # 3
 """Every queued turn is cancelled now, in the Stop's own write."""
 Global___QueueAction: _TypeAlias = QueueAction  # noqa: Y015
 
+class _SessionTokenScope:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SessionTokenScopeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SessionTokenScope.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SESSION_TOKEN_SCOPE_UNSPECIFIED: _SessionTokenScope.ValueType  # 0
+    SESSION_TOKEN_SCOPE_WATCH: _SessionTokenScope.ValueType  # 1
+    """SessionService's WatchSession, GetSession, GetTurn and ListTurns."""
+    SESSION_TOKEN_SCOPE_STOP: _SessionTokenScope.ValueType  # 2
+    """ControlService's CancelTurn."""
+
+class SessionTokenScope(_SessionTokenScope, metaclass=_SessionTokenScopeEnumTypeWrapper):
+    """What a session token allows, on its one session only."""
+
+SESSION_TOKEN_SCOPE_UNSPECIFIED: SessionTokenScope.ValueType  # 0
+SESSION_TOKEN_SCOPE_WATCH: SessionTokenScope.ValueType  # 1
+"""SessionService's WatchSession, GetSession, GetTurn and ListTurns."""
+SESSION_TOKEN_SCOPE_STOP: SessionTokenScope.ValueType  # 2
+"""ControlService's CancelTurn."""
+Global___SessionTokenScope: _TypeAlias = SessionTokenScope  # noqa: Y015
+
 @_typing.final
 class SessionRef(_message.Message):
     """Names one session. Every key, row and event is scoped by `project_id`."""
@@ -1371,6 +1393,74 @@ class ResolveInteractionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResolveInteractionResponse: _TypeAlias = ResolveInteractionResponse  # noqa: Y015
+
+@_typing.final
+class MintSessionTokenRequest(_message.Message):
+    """Asks for a token reaching one session."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
+    ALLOW_STOP_FIELD_NUMBER: _builtins.int
+    allow_stop: _builtins.bool
+    """Whether the token may also stop the session's turns (CancelTurn); it may always watch."""
+    @_builtins.property
+    def session(self) -> Global___SessionRef:
+        """The session the token reaches, and only it. Required."""
+
+    @_builtins.property
+    def ttl(self) -> _duration_pb2.Duration:
+        """How long the token is valid: unset means 15 minutes; at least 10 seconds, at most 1 hour."""
+
+    def __init__(
+        self,
+        *,
+        session: Global___SessionRef | None = ...,
+        ttl: _duration_pb2.Duration | None = ...,
+        allow_stop: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session", "ttl", b"ttl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_stop", b"allow_stop", "session", b"session", "ttl", b"ttl"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MintSessionTokenRequest: _TypeAlias = MintSessionTokenRequest  # noqa: Y015
+
+@_typing.final
+class MintSessionTokenResponse(_message.Message):
+    """A signed token for `Authorization: Bearer`, checked by every replica without a lookup."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    SCOPES_FIELD_NUMBER: _builtins.int
+    token: _builtins.str
+    """The token (a JWT). A secret: hand it to the one page that shows the session."""
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When it stops being accepted (the replicas' clocks)."""
+
+    @_builtins.property
+    def scopes(self) -> _containers.RepeatedScalarFieldContainer[Global___SessionTokenScope.ValueType]:
+        """What it allows: WATCH, and STOP when allow_stop was asked for."""
+
+    def __init__(
+        self,
+        *,
+        token: _builtins.str = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        scopes: _abc.Iterable[Global___SessionTokenScope.ValueType] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "scopes", b"scopes", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MintSessionTokenResponse: _TypeAlias = MintSessionTokenResponse  # noqa: Y015
 
 @_typing.final
 class ResumeQueueRequest(_message.Message):

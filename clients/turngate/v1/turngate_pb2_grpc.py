@@ -305,6 +305,11 @@ class ControlServiceStub:
                 request_serializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueRequest.SerializeToString,
                 response_deserializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueResponse.FromString,
                 _registered_method=True)
+        self.MintSessionToken = channel.unary_unary(
+                '/turngate.v1.ControlService/MintSessionToken',
+                request_serializer=turngate_dot_v1_dot_turngate__pb2.MintSessionTokenRequest.SerializeToString,
+                response_deserializer=turngate_dot_v1_dot_turngate__pb2.MintSessionTokenResponse.FromString,
+                _registered_method=True)
 
 
 class ControlServiceServicer:
@@ -332,6 +337,15 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MintSessionToken(self, request, context):
+        """A short-lived token a web page may hold: it reaches only this session, to watch it and, if
+        asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
+        service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -349,6 +363,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.ResumeQueue,
                     request_deserializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueRequest.FromString,
                     response_serializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueResponse.SerializeToString,
+            ),
+            'MintSessionToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.MintSessionToken,
+                    request_deserializer=turngate_dot_v1_dot_turngate__pb2.MintSessionTokenRequest.FromString,
+                    response_serializer=turngate_dot_v1_dot_turngate__pb2.MintSessionTokenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -433,6 +452,33 @@ class ControlService:
             '/turngate.v1.ControlService/ResumeQueue',
             turngate_dot_v1_dot_turngate__pb2.ResumeQueueRequest.SerializeToString,
             turngate_dot_v1_dot_turngate__pb2.ResumeQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MintSessionToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turngate.v1.ControlService/MintSessionToken',
+            turngate_dot_v1_dot_turngate__pb2.MintSessionTokenRequest.SerializeToString,
+            turngate_dot_v1_dot_turngate__pb2.MintSessionTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -140,6 +140,11 @@ class ControlServiceStub:
     """Answers a PENDING interaction of the active turn; the first answer wins."""
     ResumeQueue: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ResumeQueueRequest, _turngate_pb2.ResumeQueueResponse]
     """Un-pauses the session's queue; its head is admitted at once if no turn is active."""
+    MintSessionToken: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.MintSessionTokenRequest, _turngate_pb2.MintSessionTokenResponse]
+    """A short-lived token a web page may hold: it reaches only this session, to watch it and, if
+    asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
+    service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS).
+    """
 
 @_typing.type_check_only
 class ControlServiceAsyncStub(ControlServiceStub):
@@ -152,6 +157,11 @@ class ControlServiceAsyncStub(ControlServiceStub):
     """Answers a PENDING interaction of the active turn; the first answer wins."""
     ResumeQueue: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ResumeQueueRequest, _turngate_pb2.ResumeQueueResponse]  # type: ignore[assignment]
     """Un-pauses the session's queue; its head is admitted at once if no turn is active."""
+    MintSessionToken: _aio.UnaryUnaryMultiCallable[_turngate_pb2.MintSessionTokenRequest, _turngate_pb2.MintSessionTokenResponse]  # type: ignore[assignment]
+    """A short-lived token a web page may hold: it reaches only this session, to watch it and, if
+    asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
+    service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS).
+    """
 
 class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
     """Gateways: forward a user's Stop and answers to interactions."""
@@ -179,6 +189,17 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_turngate_pb2.ResumeQueueResponse, _abc.Awaitable[_turngate_pb2.ResumeQueueResponse]]:
         """Un-pauses the session's queue; its head is admitted at once if no turn is active."""
+
+    @_abc_1.abstractmethod
+    def MintSessionToken(
+        self,
+        request: _turngate_pb2.MintSessionTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turngate_pb2.MintSessionTokenResponse, _abc.Awaitable[_turngate_pb2.MintSessionTokenResponse]]:
+        """A short-lived token a web page may hold: it reaches only this session, to watch it and, if
+        asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
+        service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS).
+        """
 
 def add_ControlServiceServicer_to_server(servicer: ControlServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -75,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
         help="redis mode: leave the ledger projection to `turngate project`",
     )
     _metrics_flag(serve_cmd)
+    serve_cmd.add_argument(
+        "--http-listen",
+        metavar="HOST:PORT",
+        help="where to serve browsers (Connect, gRPC-Web) and the operator console; unset: off",
+    )
     _security_flags(serve_cmd)
     _environment_only(serve_cmd)
     migrate_cmd = commands.add_parser("migrate", help="create or upgrade the store's schema, then exit")
@@ -87,17 +92,41 @@ def _parser() -> argparse.ArgumentParser:
     _metrics_flag(project_cmd)
     for service_cmd in (serve_cmd, migrate_cmd, project_cmd):
         _name_settings(service_cmd)
-    token_cmd = commands.add_parser(
+    token_commands = commands.add_parser(
         "token",
+        help="tokens: a principal's (entry; `turngate token NAME …` for short), a session's, or a "
+        "session token signing key",
+    ).add_subparsers(dest="token_command", metavar="COMMAND", required=True)
+    entry_cmd = token_commands.add_parser(
+        "entry",
         help="make a new token: its tokens-file entry goes to stdout, the token itself to stderr",
     )
-    token_cmd.add_argument("name", help="the principal's name")
-    token_cmd.add_argument(
+    entry_cmd.add_argument("name", help="the principal's name")
+    entry_cmd.add_argument(
         "--role", action="append", required=True, choices=["runner", "gateway", "watcher", "admin"]
     )
-    token_cmd.add_argument("--project", action="append", required=True, help="a project id, or '*' for all")
+    entry_cmd.add_argument("--project", action="append", required=True, help="a project id, or '*' for all")
+    key_cmd = token_commands.add_parser(
+        "key",
+        help="make a new session token signing key: its keys-file entry goes to stdout "
+        "(docs/security.md, Session tokens)",
+    )
+    key_cmd.add_argument(
+        "id", nargs="?", help="the key's id (default: k-YYYYMMDD-HHMMSS, now in UTC)", metavar="ID"
+    )
+    operate.add_session_token(token_commands)
     operate.add_commands(commands)
     return parser
+
+
+_TOKEN_COMMANDS = frozenset({"entry", "key", "session", "-h", "--help"})
+
+
+def _with_token_entry(argv: list[str]) -> list[str]:
+    """`turngate token NAME …` (as before `token` had subcommands) is `turngate token entry NAME …`."""
+    if len(argv) > 1 and argv[0] == "token" and argv[1] not in _TOKEN_COMMANDS:
+        return ["token", "entry", *argv[1:]]
+    return argv
 
 
 def _migrate_flag(parser: argparse.ArgumentParser) -> None:
@@ -159,6 +188,12 @@ def _security_flags(parser: argparse.ArgumentParser) -> None:
         help="tokens file (TOML or JSON) naming principals; SIGHUP reloads it",
     )
     group.add_argument(
+        "--session-token-keys",
+        metavar="FILE",
+        help="signing keys (TOML or JSON) of the session tokens gateways mint for web pages; unset: "
+        "off; SIGHUP reloads it",
+    )
+    group.add_argument(
         "--insecure",
         action="store_true",
         default=None,
@@ -188,9 +223,11 @@ def _settings(args: argparse.Namespace) -> Settings:
         name: value for name, value in vars(args).items() if name != "command" and value is not None
     }
     if args.command != "serve":
-        # `migrate` and `project` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… must not
-        # make them ask for a tokens file, nor its TURNGATE_WORKERS start workers.
+        # `migrate` and `project` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… (or
+        # TURNGATE_HTTP_LISTEN) must not make them ask for a tokens file, nor its TURNGATE_WORKERS
+        # start workers.
         given["listen"] = "127.0.0.1:0"
+        given["http_listen"] = None
         given["workers"] = 1
     return Settings(**given)
 
@@ -199,10 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     # Answers a shell's completion request (_ARGCOMPLETE set) and exits; otherwise does nothing.
     argcomplete.autocomplete(parser)
-    args = parser.parse_args(argv)
-    if args.command in operate.COMMANDS:
+    args = parser.parse_args(_with_token_entry(list(sys.argv[1:] if argv is None else argv)))
+    if args.command in operate.COMMANDS or getattr(args, "token_command", None) == "session":
         return operate.run(args)
     if args.command == "token":
+        if args.token_command == "key":
+            return _new_signing_key(args.id)
         return _issue_token(args.name, args.role, args.project)
     # A misspelt variable is most likely meant for the service; a warning, not a refusal, so a
     # deployment that carries a stale one keeps starting.
@@ -241,6 +280,25 @@ def _issue_token(name: str, roles: list[str], projects: list[str]) -> int:
     return 0
 
 
+def _new_signing_key(key_id: str | None) -> int:
+    from datetime import UTC, datetime
+
+    from turngate.service.auth.session_tokens import new_key_entry
+
+    try:
+        entry = new_key_entry(key_id or datetime.now(UTC).strftime("k-%Y%m%d-%H%M%S"))
+    except ValidationError as error:
+        print(f"turngate: {describe(error, 'signing key')}", file=sys.stderr)
+        return EXIT_USAGE
+    print(entry, end="")
+    print(
+        "# add it last to the signing keys file, reload every replica (SIGHUP), then move it first "
+        "and reload again (docs/security.md, Session tokens)",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _run_service(command: str, settings: Settings) -> int:
     if command == "serve" and settings.workers != 1:
         from turngate.service.telemetry import logs
@@ -261,6 +319,7 @@ def _run_worker(settings: Settings, index: int) -> None:
 def _run_one(command: str, settings: Settings, *, worker: int | None = None) -> int:
     # Imported here: the operator commands start faster without the server's stack.
     from turngate.service.auth.principals import TokensFileError
+    from turngate.service.auth.session_tokens import KeysFileError
     from turngate.service.auth.tls import TlsError
     from turngate.service.ports.store import StoreUnavailable
     from turngate.service.server import ListenError, project, serve
@@ -284,6 +343,7 @@ def _run_one(command: str, settings: Settings, *, worker: int | None = None) -> 
         StoreUnavailable,
         setup.TelemetryError,
         TokensFileError,
+        KeysFileError,
         TlsError,
         CannotStart,
     ) as error:
@@ -302,7 +362,8 @@ def _check_can_start(command: str, settings: Settings) -> None:
     """Before the store is opened (which creates a SQLite file): the port is free and the SQLite
     file can be written, each reported in one line naming it."""
     if command == "serve":
-        _check_port_free(settings.listen)
+        for address in settings.listens:
+            _check_port_free(address)
     if settings.sqlite_file is not None:
         _check_writable(settings.sqlite_file)
 

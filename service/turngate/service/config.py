@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from turngate.client.hosts import is_loopback
 from turngate.service.core import limits
 from turngate.service.redis_url import REDIS_SCHEMES, BadRedisUrl, RedisUrl
 
 Seconds = Annotated[float, Field(allow_inf_nan=False)]
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
 _LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+|\*):(\d{1,5})$")
 SQL_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
 
@@ -147,9 +148,20 @@ class Settings(BaseSettings):
     """text: one human-readable line per record (state changes add logfmt fields); json: one object."""
     # Where to serve Prometheus text at /metrics (off by default; empty = off).
     metrics_listen: HostPort | None = None
+    # Where to serve the contract over HTTP for browsers (Connect, gRPC-Web) and the operator
+    # console (off by default; empty = off).
+    http_listen: HostPort | None = None
+    http_cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    """HTTP listener: the origins (scheme://host[:port], comma-separated) whose pages may call it;
+    none by default (same origin only), never *."""
+    console_trace_url: str | None = None
+    """Operator console: a trace's address, {trace_id} standing for its id (e.g.
+    http://jaeger:16686/trace/{trace_id}); unset: trace ids are shown unlinked."""
 
     # Security (README "Securing turngate"): bearer tokens, TLS, and the limits every caller meets.
     auth_file: Path | None = None
+    # Keys signing and verifying session tokens (docs/security.md, Session tokens); unset: off.
+    session_token_keys: Path | None = None
     # Listen beyond loopback with no auth file (anyone who can connect may run and stop turns).
     insecure: bool = False
     tls_cert: Path | None = None
@@ -181,11 +193,29 @@ class Settings(BaseSettings):
         # TURNGATE_LOG_LEVEL=info is what people type.
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("metrics_listen", mode="before")
+    @field_validator("metrics_listen", "http_listen", "console_trace_url", mode="before")
     @classmethod
     def _empty_is_off(cls, value: object) -> object:
         # TURNGATE_METRICS_LISTEN= turns off what an image's environment turned on.
         return None if value == "" else value
+
+    @field_validator("http_cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        origins = tuple(origin.strip() for origin in value.split(",") if origin.strip())
+        for origin in origins:
+            if not _ORIGIN.match(origin):
+                raise ValueError(f"{origin!r} is not an origin: scheme://host[:port], no path, no wildcard")
+        return origins
+
+    @field_validator("console_trace_url")
+    @classmethod
+    def _trace_url(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith(("http://", "https://")) or "{trace_id}" not in value):
+            raise ValueError("must be an http(s) address containing {trace_id}")
+        return value
 
     @field_validator("store")
     @classmethod
@@ -235,7 +265,12 @@ class Settings(BaseSettings):
 
     @property
     def listens_beyond_loopback(self) -> bool:
-        return not is_loopback(host_and_port(self.listen)[0])
+        return any(not is_loopback(host_and_port(address)[0]) for address in self.listens)
+
+    @property
+    def listens(self) -> tuple[str, ...]:
+        """The addresses where calls are taken: gRPC's, and the HTTP listener's if on."""
+        return (self.listen,) if self.http_listen is None else (self.listen, self.http_listen)
 
     @model_validator(mode="after")
     def _ledger_with_redis(self) -> Settings:
@@ -274,8 +309,9 @@ class Settings(BaseSettings):
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
         if self.auth_file is None and self.listens_beyond_loopback and not self.insecure:
+            addresses = " and ".join(self.listens)
             raise ValueError(
-                f"listening on {self.listen} without --auth-file would let anyone who can connect run "
+                f"listening on {addresses} without --auth-file would let anyone who can connect run "
                 "and stop turns: give --auth-file (README, Securing turngate), listen on 127.0.0.1, "
                 "or pass --insecure"
             )
@@ -301,7 +337,9 @@ def local_target(listen: str) -> str:
 
 PREFIX = "TURNGATE_"
 # Settings whose values are never echoed: a URL may carry a password, a file name is a token's.
-_UNSHOWN = frozenset({"store", "ledger", "token", "token_file", "auth_file", "settings"})
+_UNSHOWN = frozenset(
+    {"store", "ledger", "token", "token_file", "auth_file", "session_token_keys", "settings"}
+)
 # TURNGATE_* variables read by other programs than the service: the test suite, the benchmarks,
 # and a Kubernetes Service named turngate (its service links: TURNGATE_PORT, TURNGATE_SERVICE_HOST…).
 _OTHER_PROGRAMS = re.compile(

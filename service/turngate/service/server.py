@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import shutil
 import signal
+import tempfile
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
@@ -20,6 +23,7 @@ from turngate.service.api.policy import Policy
 from turngate.service.api.quota import WatchQuota
 from turngate.service.api.sessions import SessionService
 from turngate.service.auth.principals import Tokens, TokensFileError, load_tokens
+from turngate.service.auth.session_tokens import KeysFileError, SessionTokenKeys, load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, ledger_url, open_backend, project_when_migrated, projector_for
 from turngate.service.config import Settings
@@ -33,6 +37,8 @@ from turngate.service.telemetry import instrument
 from turngate.service.telemetry.metrics import Sources
 from turngate.service.watch import WatchHub
 from turngate.service.watchdog import Watchdog
+from turngate.service.web.app import application
+from turngate.service.web.listener import HttpListener
 from turngate.v1 import turngate_pb2 as pb
 
 log = logging.getLogger("turngate.server")
@@ -63,6 +69,10 @@ class TurngateServer:
         self._gatekeeper = Gatekeeper(None)
         self._certificates: ServerCertificates | None = None
         self._grpc: grpc.aio.Server | None = None
+        self._http: HttpListener | None = None
+        self._bridge: grpc.aio.Channel | None = None
+        self._bridge_dir: Path | None = None
+        self.http_port = 0
 
     @property
     def backend(self) -> Backend:
@@ -81,6 +91,7 @@ class TurngateServer:
     async def start(self) -> None:
         settings = self.settings
         self._gatekeeper.tokens = _tokens(settings)
+        self._gatekeeper.session_keys = _session_keys(settings)
         self._certificates = ServerCertificates(settings) if settings.tls else None
         self._backend = backend = await open_backend(
             settings, lambda problem: self._health.report(LEDGER, problem)
@@ -125,7 +136,7 @@ class TurngateServer:
             server,
             {
                 "AdmissionService": AdmissionService(store, policy),
-                "ControlService": ControlService(store, policy),
+                "ControlService": ControlService(store, policy, lambda: self._gatekeeper.session_keys),
                 "SessionService": SessionService(store, backend.history, hub, quota),
             },
         )
@@ -142,7 +153,10 @@ class TurngateServer:
             await backend.close()
             raise ListenError(f"cannot listen on {settings.listen}: {error}") from error
         self._grpc = server
+        bridge_target = self._bridge_port(server) if settings.http_listen else None
         await server.start()
+        if bridge_target is not None:
+            await self._start_http(bridge_target)
         loops = {
             "watchdog": watchdog.run,
             # The store's ping looked up at each call, as a test may swap it.
@@ -153,16 +167,53 @@ class TurngateServer:
         for name, loop in loops.items():
             self.supervisor.start(name, loop)
 
+    def _bridge_port(self, server: grpc.aio.Server) -> str:
+        """The private gRPC port the HTTP listener forwards to: a Unix socket in a directory only
+        this user may enter, so nothing else on the host reaches the server past its TLS."""
+        self._bridge_dir = Path(tempfile.mkdtemp(prefix="turngate-"))
+        target = f"unix:{self._bridge_dir / 'grpc.sock'}"
+        server.add_insecure_port(target)
+        return target
+
+    async def _start_http(self, bridge_target: str) -> None:
+        settings = self.settings
+        # Replies (a turn's history) may exceed the request limit; the gRPC server bounds requests.
+        self._bridge = grpc.aio.insecure_channel(
+            bridge_target, options=[("grpc.max_receive_message_length", -1)]
+        )
+        self._http = HttpListener(
+            settings,
+            application(
+                self._bridge,
+                max_message_bytes=settings.max_message_bytes,
+                cors_origins=settings.http_cors_origins,
+                trace_url=settings.console_trace_url,
+            ),
+        )
+        try:
+            self._http.start()
+        except OSError as error:
+            await self.stop()
+            raise ListenError(f"cannot listen on {settings.http_listen}: {error.strerror}") from error
+        self.http_port = self._http.port
+
     def reload(self) -> None:
-        """Reads the tokens file and the TLS files again (SIGHUP). Calls already admitted and
-        open connections go on; new calls meet the new tokens, new connections the new
-        certificates. A file that no longer reads or validates leaves the current ones in force."""
+        """Reads the tokens file, the session token keys and the TLS files again (SIGHUP). Calls
+        already admitted and open connections go on; new calls meet the new tokens and keys, new
+        connections the new certificates. A file that no longer reads or validates leaves the
+        current ones in force."""
         if self.settings.auth_file is not None:
             try:
                 self._gatekeeper.tokens = tokens = load_tokens(self.settings.auth_file)
                 log.info("tokens reloaded: %d", len(tokens))
             except TokensFileError as error:
                 log.error("kept the current tokens: %s", error)
+        if self.settings.session_token_keys is not None:
+            try:
+                self._gatekeeper.session_keys = keys = load_keys(self.settings.session_token_keys)
+                log.info("session token keys reloaded: %d", len(keys))
+            except KeysFileError as error:
+                log.error("kept the current session token keys: %s", error)
         if self._certificates is not None:
             try:
                 self._certificates.reload()
@@ -181,11 +232,26 @@ class TurngateServer:
         self._health.close()
         if self._hub is not None:
             self._hub.close()
-        if self._grpc is not None:
-            await self._grpc.stop(self.settings.shutdown_grace)
+        # Neither listener takes new calls; calls in flight on either get the grace to finish.
+        await asyncio.gather(self._stop_http(), self._stop_grpc())
         await self.supervisor.stop()
         if self._backend is not None:
             await self._backend.close()
+
+    async def _stop_http(self) -> None:
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
+        if self._bridge is not None:
+            await self._bridge.close()
+            self._bridge = None
+
+    async def _stop_grpc(self) -> None:
+        if self._grpc is not None:
+            await self._grpc.stop(self.settings.shutdown_grace)
+        if self._bridge_dir is not None:
+            shutil.rmtree(self._bridge_dir, ignore_errors=True)
+            self._bridge_dir = None
 
     async def __aenter__(self) -> TurngateServer:
         await self.start()
@@ -197,6 +263,10 @@ class TurngateServer:
 
 def _tokens(settings: Settings) -> Tokens | None:
     return None if settings.auth_file is None else load_tokens(settings.auth_file)
+
+
+def _session_keys(settings: Settings) -> SessionTokenKeys | None:
+    return None if settings.session_token_keys is None else load_keys(settings.session_token_keys)
 
 
 def _grpc_options(settings: Settings) -> list[tuple[str, int]]:
@@ -246,11 +316,11 @@ def _first_signal() -> asyncio.Future[signal.Signals]:
 
 async def serve(settings: Settings) -> None:
     """Runs one replica until SIGTERM or SIGINT, then drains it (`TurngateServer.stop`); SIGHUP
-    reloads the tokens file."""
+    reloads the tokens file and the session token keys."""
     if settings.insecure and settings.auth_file is None and settings.listens_beyond_loopback:
         log.warning(
             "INSECURE: listening on %s with no --auth-file: anyone who can connect may run and stop turns",
-            settings.listen,
+            " and ".join(settings.listens),
         )
     signalled = _first_signal()
     server = TurngateServer(settings)
@@ -260,11 +330,14 @@ async def serve(settings: Settings) -> None:
     try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.reload)
         log.info(
-            "turngate listening on %s (port %d, %s, %s)%s",
+            "turngate listening on %s (port %d, %s, %s)%s%s",
             settings.listen,
             server.port,
             "TLS" if settings.tls else "plaintext",
             "tokens" if settings.auth_file else "no authentication",
+            f"; HTTP (Connect, gRPC-Web, console) on {settings.http_listen} (port {server.http_port})"
+            if settings.http_listen
+            else "",
             # A relative SQLite path depends on the working directory: name the file this start uses.
             f"; store: SQLite file {settings.sqlite_file}" if settings.sqlite_file else "",
         )

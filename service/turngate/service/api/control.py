@@ -1,21 +1,30 @@
-"""ControlService: what gateways call to forward a user's Stop and answers to interactions."""
+"""ControlService: what gateways call to forward a user's Stop and answers to interactions, and
+to mint the session tokens their web pages hold."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from turngate.service import core
-from turngate.service.api import convert, parse
+from turngate.service.api import convert, errors, parse
+from turngate.service.api.edge import current_principal
 from turngate.service.api.errors import guarded
 from turngate.service.api.policy import Policy
 from turngate.service.api.replies import Context, decided
+from turngate.service.auth.session_tokens import SessionTokenKeys
 from turngate.service.ports.store import Store
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
 
 class ControlService(pb_grpc.ControlServiceServicer):
-    def __init__(self, store: Store, policy: Policy) -> None:
+    def __init__(
+        self, store: Store, policy: Policy, session_keys: Callable[[], SessionTokenKeys | None]
+    ) -> None:
         self._store = store
         self._policy = policy
+        # Looked up at each call: SIGHUP may have replaced them.
+        self._session_keys = session_keys
 
     @guarded
     async def CancelTurn(self, request: pb.CancelTurnRequest, context: Context) -> pb.CancelTurnResponse:
@@ -35,3 +44,18 @@ class ControlService(pb_grpc.ControlServiceServicer):
     async def ResumeQueue(self, request: pb.ResumeQueueRequest, context: Context) -> pb.ResumeQueueResponse:
         key, command = parse.resume_queue(request)
         return convert.resumed(await decided(self._store, context, key, command, core.Resumed))
+
+    @guarded
+    async def MintSessionToken(
+        self, request: pb.MintSessionTokenRequest, context: Context
+    ) -> pb.MintSessionTokenResponse:
+        order = parse.mint_session_token(request)
+        keys = self._session_keys()
+        if keys is None:
+            await errors.abort(
+                context,
+                errors.failed_precondition(
+                    "session tokens are off: this service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS)"
+                ),
+            )
+        return convert.session_token(keys.mint(current_principal.get().name, order.reach, order.ttl))

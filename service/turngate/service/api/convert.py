@@ -8,6 +8,8 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from turngate.service import core
+from turngate.service.auth.principals import Scope
+from turngate.service.auth.session_tokens import Minted
 from turngate.service.core import SessionKey
 from turngate.service.ports.history import (
     InteractionView,
@@ -319,3 +321,16 @@ def cancelled(reply: core.CancelReply) -> pb.CancelTurnResponse:
 
 def resumed(reply: core.Resumed) -> pb.ResumeQueueResponse:
     return pb.ResumeQueueResponse(admitted_turn_id=reply.admitted_turn_id, queue=queue(reply.queue))
+
+
+_SCOPES = {Scope.WATCH: pb.SESSION_TOKEN_SCOPE_WATCH, Scope.STOP: pb.SESSION_TOKEN_SCOPE_STOP}
+
+
+def session_token(minted: Minted) -> pb.MintSessionTokenResponse:
+    expires_at = Timestamp()
+    expires_at.FromDatetime(minted.expires_at)
+    return pb.MintSessionTokenResponse(
+        token=minted.token,
+        expires_at=expires_at,
+        scopes=sorted(_SCOPES[scope] for scope in minted.scopes),
+    )

@@ -1,14 +1,15 @@
 """The edge every turngate RPC passes first, in this order: authentication (bearer token →
-principal, else UNAUTHENTICATED), the role the RPC needs (else PERMISSION_DENIED), a decodable
-request (else INVALID_ARGUMENT), the project the request names (else PERMISSION_DENIED), and a
-default deadline for unary calls whose caller set none. Nothing is read or changed before all of
-them pass."""
+principal, else UNAUTHENTICATED), the role the RPC needs or a session token's scope (else
+PERMISSION_DENIED), a decodable request (else INVALID_ARGUMENT), the project the request names or
+a session token's session (else PERMISSION_DENIED), and a default deadline for unary calls whose
+caller set none. Nothing is read or changed before all of them pass."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator
 from contextvars import ContextVar
 from typing import Any, NoReturn
@@ -19,6 +20,7 @@ from turngate.service.api import errors
 from turngate.service.api.decoding import Undecodable
 from turngate.service.auth import access
 from turngate.service.auth.principals import ANONYMOUS, Principal, Tokens
+from turngate.service.auth.session_tokens import Refused, SessionTokenKeys
 from turngate.service.wrapping import Context, Streaming, Unary, WrappingInterceptor
 
 log = logging.getLogger("turngate.auth")
@@ -34,10 +36,13 @@ _MAX_TOKEN = 4096
 
 class Gatekeeper:
     """Whom tokens name; `tokens` None means authentication is off (every caller is ANONYMOUS).
-    Replaced whole on reload, so a call sees either the old table or the new one."""
+    A bearer token the tokens file does not list may be a session token, checked with
+    `session_keys` (None: session tokens are off). Each is replaced whole on reload, so a call
+    sees either the old one or the new one."""
 
-    def __init__(self, tokens: Tokens | None) -> None:
+    def __init__(self, tokens: Tokens | None, session_keys: SessionTokenKeys | None = None) -> None:
         self.tokens = tokens
+        self.session_keys = session_keys
 
     def authenticate(self, context: Context) -> Principal | None:
         tokens = self.tokens
@@ -49,7 +54,24 @@ class Gatekeeper:
         header = values[0]
         if len(header) > _MAX_TOKEN or header[: len(_BEARER)].lower() != _BEARER:
             return None
-        return tokens.identify(header[len(_BEARER) :].strip(" \t"))
+        token = header[len(_BEARER) :].strip(" \t")
+        return tokens.identify(token) or self._session_principal(token, tokens)
+
+    def _session_principal(self, token: str, tokens: Tokens) -> Principal | None:
+        keys = self.session_keys
+        if keys is None or token.count(".") != 2:
+            return None
+        try:
+            minter, principal = keys.verify(token)
+        except Refused as error:
+            log.info("session token refused: %s", error)
+            return None
+        assert principal.reach is not None
+        # Revoking a gateway (the tokens file, reloaded) revokes the session tokens it minted.
+        if not any(access.may_mint(entry, principal.reach.project_id) for entry in tokens.named(minter)):
+            log.info("session token refused: its minter %r may no longer mint for its project", minter)
+            return None
+        return principal
 
 
 class Edge(WrappingInterceptor):
@@ -77,15 +99,19 @@ class Edge(WrappingInterceptor):
 
     def streaming(self, method: str, behavior: Streaming) -> Streaming:
         async def admitted(request: Any, context: Context) -> AsyncGenerator[Any, None]:
-            await self._admit(method, request, context)
+            principal = await self._admit(method, request, context)
             # Closed with this stream, so the handler releases its watch at once, not when collected.
             async with contextlib.aclosing(behavior(request, context)) as responses:
-                async for response in responses:
+                if principal.expires_at is None:
+                    async for response in responses:
+                        yield response
+                    return
+                async for response in _until(principal.expires_at, responses, context):
                     yield response
 
         return admitted
 
-    async def _admit(self, method: str, request: Message | Undecodable, context: Context) -> None:
+    async def _admit(self, method: str, request: Message | Undecodable, context: Context) -> Principal:
         principal = self._gatekeeper.authenticate(context)
         if principal is None:
             log.warning("refused %s: missing or unknown bearer token from %s", method, context.peer())
@@ -99,6 +125,28 @@ class Edge(WrappingInterceptor):
         if denial := access.project_denial(principal, request):
             await _deny(method, denial, context)
         current_principal.set(principal)
+        return principal
+
+
+async def _until(
+    expires_at: float, responses: AsyncGenerator[Any, None], context: Context
+) -> AsyncGenerator[Any, None]:
+    """`responses` until `expires_at` (epoch seconds), then UNAUTHENTICATED: a stream lives no
+    longer than the credential that opened it (its client resumes with a new one)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (expires_at - time.time())
+    while True:
+        try:
+            # Only the wait is timed: the deadline must not cancel the caller while it sends.
+            async with asyncio.timeout_at(deadline):
+                response = await anext(responses)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            await errors.abort(
+                context, errors.unauthenticated("the session token expired; resume with a new one")
+            )
+        yield response
 
 
 async def _deny(method: str, denial: str, context: Context) -> NoReturn:

@@ -118,6 +118,10 @@ def permission_denied(message: str) -> grpc.Status:
     return _status(code_pb2.PERMISSION_DENIED, message)
 
 
+def failed_precondition(message: str) -> grpc.Status:
+    return _status(code_pb2.FAILED_PRECONDITION, message)
+
+
 def deadline_exceeded(message: str) -> grpc.Status:
     return _status(code_pb2.DEADLINE_EXCEEDED, message)
 

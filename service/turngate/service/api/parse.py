@@ -9,6 +9,8 @@ from turngate.service import core
 from turngate.service.api import page_tokens
 from turngate.service.api.fields import Checker, choices
 from turngate.service.api.policy import Policy
+from turngate.service.auth import session_tokens
+from turngate.service.auth.principals import Reach, Scope
 from turngate.service.core import SessionKey, limits
 from turngate.v1 import turngate_pb2 as pb
 
@@ -134,6 +136,25 @@ def resolve_interaction(request: pb.ResolveInteractionRequest) -> tuple[SessionK
     resolution = check.text("resolution", request.resolution, limits.MAX_RESOLUTION)
     check.done()
     return key, core.ResolveInteraction(interaction_id, resolution)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTokenOrder:
+    reach: Reach
+    ttl: int
+
+
+def mint_session_token(request: pb.MintSessionTokenRequest) -> SessionTokenOrder:
+    check = Checker()
+    key = check.session("session", request.HasField("session"), request.session)
+    ttl = check.duration(
+        "ttl", request.HasField("ttl"), request.ttl, session_tokens.MIN_TTL, session_tokens.MAX_TTL
+    )
+    check.done()
+    scopes = {Scope.WATCH, Scope.STOP} if request.allow_stop else {Scope.WATCH}
+    return SessionTokenOrder(
+        Reach(key.project_id, key.session_id, frozenset(scopes)), ttl or session_tokens.DEFAULT_TTL
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from turngate.service.auth.principals import Principal, Role
+from turngate.service.auth.principals import Principal, Reach, Role, Scope
 from turngate.v1 import turngate_pb2 as pb
 
 # The roles of each service's callers (docs/design.md §1.1: runner, gateway, client); admin may call anything.
@@ -34,6 +34,19 @@ ROLES: Mapping[str, frozenset[Role]] = MappingProxyType(
 
 _ADMIN_ONLY = frozenset({Role.ADMIN})
 
+MINT = "/turngate.v1.ControlService/MintSessionToken"
+
+# All a session token may call (on its one session), and the scope each call needs.
+SCOPES: Mapping[str, Scope] = MappingProxyType(
+    {
+        **{
+            f"/turngate.v1.SessionService/{name}": Scope.WATCH
+            for name in ("WatchSession", "GetSession", "GetTurn", "ListTurns")
+        },
+        "/turngate.v1.ControlService/CancelTurn": Scope.STOP,
+    }
+)
+
 # Load balancers probe health without credentials; the schema (reflection) is no secret.
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
@@ -44,7 +57,9 @@ def is_open(method: str) -> bool:
 
 def role_denial(principal: Principal, method: str) -> str | None:
     """Why `principal` may not call `method`, or None if it may (a method the table does not
-    know is for admins only)."""
+    know is for admins only; a session token's principal is held to its scopes instead)."""
+    if principal.reach is not None:
+        return _scope_denial(principal.reach, method)
     allowed = ROLES.get(method, _ADMIN_ONLY)
     if principal.roles & allowed:
         return None
@@ -52,12 +67,40 @@ def role_denial(principal: Principal, method: str) -> str | None:
     return f"principal {principal.name!r} lacks the role this call needs ({roles})"
 
 
+def _scope_denial(reach: Reach, method: str) -> str | None:
+    needed = SCOPES.get(method)
+    if needed is None:
+        return f"a session token may not call {method.rsplit('/', 1)[-1]}"
+    if needed not in reach.scopes:
+        return f"this session token lacks the scope this call needs ({needed})"
+    return None
+
+
 def project_denial(principal: Principal, request: Message) -> str | None:
-    """Why `principal` may not act on the project `request` names, or None if it may."""
+    """Why `principal` may not act on the project `request` names (for a session token: the
+    session), or None if it may. Checked before anything is read, so the answer is the same
+    whether that session exists or not."""
+    if principal.reach is not None:
+        return _session_denial(principal.reach, request)
     project_id = project_of(request)
     if project_id is None or principal.may_act_on(project_id):
         return None
     return f"principal {principal.name!r} may not act on this project"
+
+
+def _session_denial(reach: Reach, request: Message) -> str | None:
+    session = getattr(request, "session", None)
+    if isinstance(session, pb.SessionRef) and (session.project_id, session.session_id) == (
+        reach.project_id,
+        reach.session_id,
+    ):
+        return None
+    return "this session token does not reach the session this request names"
+
+
+def may_mint(principal: Principal, project_id: str) -> bool:
+    """Whether `principal` may mint session tokens for `project_id` (and so vouch for those it minted)."""
+    return role_denial(principal, MINT) is None and principal.may_act_on(project_id)
 
 
 def project_of(request: Any) -> str | None:

@@ -38,13 +38,33 @@ class Role(StrEnum):
     ADMIN = "admin"
 
 
+class Scope(StrEnum):
+    """What a session token allows on its one session (auth/access.py says which RPCs each covers)."""
+
+    WATCH = "watch"
+    STOP = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """The one session a session token reaches, and what it may do there."""
+
+    project_id: str
+    session_id: str
+    scopes: frozenset[Scope]
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """An authenticated caller. `projects` None means every project."""
+    """An authenticated caller. `projects` None means every project. A session token's principal
+    has no role: its `reach` (one session, some scopes) is all it may do."""
 
     name: str
     roles: frozenset[Role]
     projects: frozenset[str] | None
+    reach: Reach | None = None
+    # When its credential stops being valid (seconds since the epoch), for those that expire.
+    expires_at: float | None = None
 
     def may_act_on(self, project_id: str) -> bool:
         return self.projects is None or project_id in self.projects
@@ -105,6 +125,10 @@ class Tokens:
                 found = principal
         return found
 
+    def named(self, name: str) -> list[Principal]:
+        """The entries naming principal `name` (several while its token is rotated)."""
+        return [principal for _, principal in self._entries if principal.name == name]
+
 
 def load_tokens(path: Path) -> Tokens:
     try:
@@ -115,14 +139,14 @@ def load_tokens(path: Path) -> Tokens:
         data = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
         parsed = _File.model_validate(data)
     except (ValueError, UnicodeDecodeError) as error:
-        raise TokensFileError(f"tokens file {path} is invalid: {_describe(error)}") from error
+        raise TokensFileError(f"tokens file {path} is invalid: {describe_invalid(error)}") from error
     digests = [entry.token_sha256 for entry in parsed.principals]
     if len(set(digests)) != len(digests):
         raise TokensFileError(f"tokens file {path} lists the same token_sha256 twice")
     return Tokens((bytes.fromhex(entry.token_sha256), entry.principal()) for entry in parsed.principals)
 
 
-def _describe(error: ValueError | UnicodeDecodeError) -> str:
+def describe_invalid(error: ValueError | UnicodeDecodeError) -> str:
     """Where and what, never the offending value (it may be a secret pasted in the wrong field)."""
     if isinstance(error, ValidationError):
         return "; ".join(

@@ -11,6 +11,8 @@
     turngate turn list SESSION [--limit N]
     turngate sessions busy [--limit N]            sessions with an active turn, earliest deadline first
     turngate health [--service NAME]              gRPC health; exit 0 only on SERVING
+    turngate token session SESSION [--stop] [--ttl DURATION]
+                                                  mint a session token for a web page (a gateway's call)
 
 Each takes `--target HOST:PORT` (TURNGATE_TARGET), `--project ID` (TURNGATE_PROJECT),
 `--timeout SECONDS` (TURNGATE_TIMEOUT) and `--json`; a bearer token by `--token-file FILE`
@@ -21,6 +23,6 @@ Each takes `--target HOST:PORT` (TURNGATE_TARGET), `--project ID` (TURNGATE_PROJ
 
 from turngate.service.operate.commands import run
 from turngate.service.operate.exits import EPILOG, ExitCode
-from turngate.service.operate.options import COMMANDS, add_commands
+from turngate.service.operate.options import COMMANDS, add_commands, add_session_token
 
-__all__ = ["COMMANDS", "EPILOG", "ExitCode", "add_commands", "run"]
+__all__ = ["COMMANDS", "EPILOG", "ExitCode", "add_commands", "add_session_token", "run"]

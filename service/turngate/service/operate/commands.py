@@ -338,3 +338,14 @@ async def queue_clear(client: Client, args: argparse.Namespace) -> ExitCode:
     elif not args.json:
         print(f"no turns wait in {args.session}")
     return ExitCode.OK
+
+
+async def token_session(client: Client, args: argparse.Namespace) -> ExitCode:
+    # The token alone on stdout (`TOKEN=$(turngate token session s1)`); what it is, on stderr.
+    minted = await client.gateway().mint_session_token(args.session, ttl=args.ttl, allow_stop=args.stop)
+    if args.json:
+        print(render.json_of(minted))
+    else:
+        print(minted.token)
+        print(f"turngate: {render.session_token(minted, args.session, _now())}", file=sys.stderr)
+    return ExitCode.OK

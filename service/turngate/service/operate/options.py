@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from typing import TypeAlias, TypeVar
 
@@ -72,10 +73,10 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def add_commands(subcommands: Subcommands) -> None:
-    """Adds `status`, `watch`, `stop`, `queue show|resume|clear`, `turn show|list`, `sessions busy`
-    and `health` to `subcommands`."""
-    common = _common()
+def _adder(
+    common: argparse.ArgumentParser,
+) -> Callable[[Subcommands, str, str, commands.Operation | None], argparse.ArgumentParser]:
+    """Adds one operator command, with the common options, to a group of subcommands."""
 
     def add(
         parent: Subcommands, name: str, summary: str, operation: commands.Operation | None
@@ -90,6 +91,46 @@ def add_commands(subcommands: Subcommands) -> None:
         )
         parser.set_defaults(operation=operation)
         return parser
+
+    return add
+
+
+def add_session_token(token_commands: Subcommands) -> None:
+    """Adds `session` (`turngate token session`, which mints through the service) to `token`'s
+    subcommands."""
+    session = _adder(_common())(
+        token_commands,
+        "session",
+        "mint a short-lived token reaching only SESSION, to watch it (and with --stop, stop it), "
+        "for a web page: the token goes to stdout, its expiry to stderr; needs a gateway token",
+        commands.token_session,
+    )
+    session.add_argument("session", metavar="SESSION")
+    session.add_argument("--stop", action="store_true", help="the token may also stop the session's turns")
+    session.add_argument(
+        "--ttl",
+        type=lifetime,
+        metavar="DURATION",
+        help="how long it is valid: SECONDS, or with a unit (90s, 15m, 1h); default: the service's, 15m",
+    )
+
+
+_LIFETIME = re.compile(r"(\d+(?:\.\d+)?)([smh]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def lifetime(text: str) -> float:
+    """An argparse type: seconds from `90`, `90s`, `15m` or `1h`."""
+    match = _LIFETIME.fullmatch(text.strip())
+    if match is None or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"must be a duration such as 90s, 15m or 1h, not {text!r}")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def add_commands(subcommands: Subcommands) -> None:
+    """Adds `status`, `watch`, `stop`, `queue show|resume|clear`, `turn show|list`, `sessions busy`
+    and `health` to `subcommands`."""
+    add = _adder(_common())
 
     status = add(
         subcommands, "status", "a session's phase, active turn and last settled turn", commands.status

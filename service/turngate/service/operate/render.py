@@ -33,6 +33,7 @@ from turngate.client import (
     QueueResumed,
     ResumedQueue,
     SessionSnapshot,
+    SessionToken,
     StopRequested,
     StopResult,
     ToolCall,
@@ -357,6 +358,18 @@ def resumed(result: ResumedQueue) -> str:
     """One line: the turn ResumeQueue admitted, if any, and those still waiting."""
     waiting = _ids([turn.turn_id for turn in result.queue])
     return f"resumed  {line([('admitted', result.admitted_turn_id or None), ('waiting', waiting)])}".rstrip()
+
+
+def session_token(minted: SessionToken, session_id: str, now: datetime) -> str:
+    """One line on a minted session token, never the token itself."""
+    scopes = ",".join(name for scope in minted.scopes if (name := _enum(scope))) or None
+    fields: Fields = [
+        ("session", session_id),
+        ("scopes", scopes),
+        ("expires at", _iso(minted.expires_at)),
+        _deadline("expires", minted.expires_at, now),
+    ]
+    return f"session token  {line(fields)}"
 
 
 def settlement(record: TurnRecord) -> str:

@@ -1,0 +1,40 @@
+/** One project's view of turngate: the generated clients of the three services, plus the watch
+ * and Stop every client needs. */
+import { createClient, type Client, type Transport } from "@connectrpc/connect";
+import { AdmissionService, ControlService, SessionService } from "./gen/turngate/v1/turngate_pb.js";
+import type { SessionKey } from "./session.js";
+import { stopTurn, type StopOptions, type StopResult } from "./stop.js";
+import { watchSession, type SessionWatch, type WatchOptions } from "./watch.js";
+
+export class Turngate {
+  /** Runners: AdmitTurn, Heartbeat, RecordToolCall, RecordInteraction, CompleteTurn. */
+  readonly admission: Client<typeof AdmissionService>;
+  /** Gateways: CancelTurn (see `stop`), ResolveInteraction, ResumeQueue. */
+  readonly control: Client<typeof ControlService>;
+  /** Clients: WatchSession (see `watch`), GetSession, GetTurn, ListTurns, ListActiveSessions. */
+  readonly sessions: Client<typeof SessionService>;
+
+  constructor(
+    transport: Transport,
+    readonly projectId: string,
+  ) {
+    this.admission = createClient(AdmissionService, transport);
+    this.control = createClient(ControlService, transport);
+    this.sessions = createClient(SessionService, transport);
+  }
+
+  /** The session `sessionId` of this project. */
+  session(sessionId: string): SessionKey {
+    return { projectId: this.projectId, sessionId };
+  }
+
+  /** The session's events, resuming from its cursor after a disconnect (`SessionWatch`). */
+  watch(sessionId: string, options?: WatchOptions): SessionWatch {
+    return watchSession(this.sessions, this.session(sessionId), options);
+  }
+
+  /** Stops a turn of the session: what it did, as a `StopResult`. */
+  stop(sessionId: string, options?: StopOptions): Promise<StopResult> {
+    return stopTurn(this.control, this.session(sessionId), options);
+  }
+}

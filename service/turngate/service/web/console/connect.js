@@ -1,0 +1,95 @@
+// The Connect protocol's JSON form over fetch: unary calls and server streams (enveloped).
+// https://connectrpc.com/docs/protocol — the only module that knows the wire format.
+
+const PREFIX = "/turngate.v1.";
+const END_STREAM = 0x02;
+const HEADER_BYTES = 5;
+
+// A Connect error: `code` is the protocol's lower_snake_case code ("unavailable", ...).
+export class ConnectError extends Error {
+  constructor(code, message, details = []) {
+    super(message || code);
+    this.code = code;
+    this.details = details;
+  }
+}
+
+function headers(contentType, token) {
+  const result = { "Content-Type": contentType, "Connect-Protocol-Version": "1" };
+  if (token) result.Authorization = `Bearer ${token}`;
+  return result;
+}
+
+// What a failed HTTP response says: the Connect error JSON when there is one.
+async function errorOf(response) {
+  let body = {};
+  try {
+    body = await response.json();
+  } catch {
+    // Not JSON (a proxy's page): the status alone says what happened.
+  }
+  return new ConnectError(body.code || `http_${response.status}`, body.message || response.statusText,
+    body.details || []);
+}
+
+export async function unary(service, method, request, { token = "", signal } = {}) {
+  const response = await fetch(PREFIX + service + "/" + method, {
+    method: "POST",
+    headers: headers("application/json", token),
+    body: JSON.stringify(request),
+    signal,
+  });
+  if (!response.ok) throw await errorOf(response);
+  return response.json();
+}
+
+function envelope(message) {
+  const json = new TextEncoder().encode(JSON.stringify(message));
+  const framed = new Uint8Array(HEADER_BYTES + json.length);
+  new DataView(framed.buffer).setUint32(1, json.length);
+  framed.set(json, HEADER_BYTES);
+  return framed;
+}
+
+// Resolves once the server has answered, to an iterator of the stream's messages; the iterator
+// throws ConnectError when the stream ends with an error, and whatever fetch throws when the
+// connection is lost.
+export async function serverStream(service, method, request, { token = "", signal } = {}) {
+  const response = await fetch(PREFIX + service + "/" + method, {
+    method: "POST",
+    headers: headers("application/connect+json", token),
+    body: envelope(request),
+    signal,
+  });
+  if (!response.ok) throw await errorOf(response);
+  return messages(response.body.getReader());
+}
+
+async function* messages(reader) {
+  const decoder = new TextDecoder();
+  let buffered = new Uint8Array(0);
+  for (;;) {
+    while (buffered.length >= HEADER_BYTES) {
+      const view = new DataView(buffered.buffer, buffered.byteOffset, buffered.length);
+      const flags = view.getUint8(0);
+      const length = view.getUint32(1);
+      if (buffered.length < HEADER_BYTES + length) break;
+      const message = JSON.parse(decoder.decode(buffered.subarray(HEADER_BYTES, HEADER_BYTES + length)));
+      buffered = buffered.slice(HEADER_BYTES + length);
+      if (flags & END_STREAM) {
+        if (message.error) {
+          const { code, message: text, details } = message.error;
+          throw new ConnectError(code || "unknown", text, details || []);
+        }
+        return;
+      }
+      yield message;
+    }
+    const { value, done } = await reader.read();
+    if (done) throw new ConnectError("unavailable", "the stream ended without its end message");
+    const joined = new Uint8Array(buffered.length + value.length);
+    joined.set(buffered);
+    joined.set(value, buffered.length);
+    buffered = joined;
+  }
+}

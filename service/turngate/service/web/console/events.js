@@ -1,0 +1,80 @@
+// One timeline row per session event: its seq, time, kind and essentials, in words.
+
+import { el, enumName, time } from "./dom.js";
+import { href } from "./route.js";
+import { traceLink } from "./trace.js";
+
+const outcome = (value) => enumName(value, "TURN_OUTCOME_");
+const list = (ids) => (ids && ids.length ? ids.join(", ") : "");
+const detail = (label, value) => (value ? [` · ${label} `, value] : []);
+
+function describe(event, where) {
+  const turn = (turnId) => el("a", { href: href({ ...where, turn: turnId }) }, turnId);
+  if (event.snapshot) {
+    const s = event.snapshot;
+    return ["snapshot", [
+      `session ${enumName(s.phase, "SESSION_PHASE_") || "IDLE"}`,
+      ...detail("active", s.active && turn(s.active.turnId)),
+      ...detail("last settled", s.lastSettled && turn(s.lastSettled.turnId)),
+      ...detail("queued", (s.queue || []).length || ""),
+      ...detail("queue paused by", s.queuePausedBy),
+      s.resync ? " · resync: the events between the last one seen and this snapshot were not kept" : "",
+    ]];
+  }
+  if (event.turnAdmitted) {
+    const a = event.turnAdmitted;
+    return ["turn admitted", [turn(a.turn.turnId), ...detail("runner", a.turn.runnerId),
+      ...detail("generation", a.turn.generation), ...detail("from the queue after", a.fromQueue && (a.waited || "0s"))]];
+  }
+  if (event.stopRequested) {
+    const s = event.stopRequested;
+    return ["stop requested", [turn(s.turnId), ...detail("reason", s.reason), ...detail("deadline", time(s.deadline)),
+      s.force ? " · forced" : "", s.beforeStart ? " · before it started" : ""]];
+  }
+  if (event.toolCall) {
+    const c = event.toolCall.toolCall;
+    return ["tool call", [el("span", { className: "name" }, c.name), ` (${c.callId}) `,
+      el("span", { className: "status" }, enumName(c.status, "TOOL_CALL_STATUS_")), " · turn ",
+      turn(event.toolCall.turnId), ...detail("error", c.error)]];
+  }
+  if (event.interaction) {
+    const i = event.interaction.interaction;
+    return ["interaction", [el("span", { className: "name" }, i.kind), ` (${i.interactionId}) `,
+      el("span", { className: "status" }, enumName(i.status, "INTERACTION_STATUS_")), " · turn ",
+      turn(event.interaction.turnId), ...detail("resolution", i.resolution)]];
+  }
+  if (event.turnSettled) {
+    const s = event.turnSettled;
+    return ["turn settled", [turn(s.turn.turnId), " ", el("span", { className: "status" }, outcome(s.turn.outcome)),
+      " by ", enumName(s.turn.settledBy, "SETTLED_BY_"), ...detail("error", s.turn.error),
+      ...detail("interrupted tool calls", list(s.interruptedToolCallIds)),
+      ...detail("cancelled interactions", list(s.cancelledInteractionIds)),
+      ...detail("trace", s.traceId && traceLink(s.traceId))]];
+  }
+  if (event.turnQueued) {
+    const q = event.turnQueued;
+    return ["turn queued", [turn(q.turn.turnId), ...detail("runner", q.turn.runnerId),
+      ...detail("position", q.position), ...detail("expires", time(q.turn.expiresAt))]];
+  }
+  if (event.turnDequeued) {
+    const d = event.turnDequeued;
+    return ["turn left the queue", [d.turnId, " ", outcome(d.outcome), ...detail("runner", d.runnerId),
+      d.cleared ? " · cleared" : "", ...detail("reason", d.reason)]];
+  }
+  if (event.queuePaused) {
+    return ["queue paused", ["by ", turn(event.queuePaused.turnId), ` (${outcome(event.queuePaused.outcome)})`]];
+  }
+  if (event.queueResumed) return ["queue resumed", ["paused by ", turn(event.queueResumed.turnId)]];
+  return ["event", ["of a kind this console does not know"]];
+}
+
+const KINDS = ["snapshot", "turnAdmitted", "stopRequested", "toolCall", "interaction", "turnSettled",
+  "turnQueued", "turnDequeued", "queuePaused", "queueResumed"];
+
+export function eventRow(event, where) {
+  const [title, summary] = describe(event, where);
+  const kind = KINDS.find((name) => name in event) || "unknown";
+  return el("li", { "data-seq": event.seq || "0", "data-kind": kind },
+    el("span", { className: "seq" }, `#${event.seq || 0}`), " ", time(event.time), " ",
+    el("strong", {}, title), " ", summary);
+}

@@ -1,0 +1,124 @@
+"""Debian's chromium, headless, driven through its own chromedriver (explicit paths: Selenium
+Manager, which would download a browser, never runs), and the console's page as the tests see it.
+
+Selenium blocks; the runner and the server's clients live on the test's event loop, so every
+browser call goes through a thread (`Page`'s async methods) and the loop keeps running meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.wait import WebDriverWait
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+# How long the page may take to show what a test waits for: reached only when a test fails.
+SHOW_TIMEOUT_S = 15.0
+
+T = TypeVar("T")
+
+
+def start_chromium() -> webdriver.Chrome:
+    """Raises WebDriverException (or OSError) when the browser cannot start."""
+    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
+        raise WebDriverException(f"{CHROMIUM} or {CHROMEDRIVER} is not installed")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+
+
+class Page:
+    """The console in the browser, at `base` (the HTTP listener's address)."""
+
+    def __init__(self, driver: webdriver.Chrome, base: str, shots: Path) -> None:
+        self.driver = driver
+        self.base = base
+        self.shots = shots
+
+    async def _run(self, action: Callable[[], T]) -> T:
+        return await asyncio.to_thread(action)
+
+    async def open(self, fragment: str = "") -> None:
+        await self._run(lambda: self.driver.get(f"{self.base}/#{fragment}"))
+        await self.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+    async def leave(self) -> None:
+        await self._run(lambda: self.driver.get("about:blank"))
+
+    async def reload(self) -> None:
+        await self._run(self.driver.refresh)
+
+    async def until(self, condition: Callable[[webdriver.Chrome], T | None]) -> T:
+        """What `condition` returns once it is truthy (a stale element counts as not yet)."""
+        stale = (StaleElementReferenceException,)
+        wait = WebDriverWait(self.driver, SHOW_TIMEOUT_S, ignored_exceptions=stale)
+        return await self._run(lambda: wait.until(lambda driver: condition(driver) or False))
+
+    async def shown(self, css: str, text: str = "") -> WebElement:
+        """The first element matching `css` whose text contains `text`, once there is one."""
+
+        def find(driver: webdriver.Chrome) -> WebElement | None:
+            return next((e for e in driver.find_elements(By.CSS_SELECTOR, css) if text in e.text), None)
+
+        return await self.until(find)
+
+    async def attribute(self, css: str, name: str, value: str) -> None:
+        await self.until(lambda d: d.find_element(By.CSS_SELECTOR, css).get_attribute(name) == value)
+
+    async def type_into(self, css: str, text: str) -> None:
+        def typing() -> None:
+            field = self.driver.find_element(By.CSS_SELECTOR, css)
+            field.clear()
+            field.send_keys(text)
+
+        await self._run(typing)
+
+    async def click(self, css: str, text: str = "") -> None:
+        element = await self.shown(css, text)
+        await self._run(element.click)
+
+    async def texts(self, css: str) -> list[str]:
+        return await self._run(lambda: [e.text for e in self.driver.find_elements(By.CSS_SELECTOR, css)])
+
+    async def attributes(self, css: str, name: str) -> list[str]:
+        def values() -> list[str]:
+            return [e.get_attribute(name) or "" for e in self.driver.find_elements(By.CSS_SELECTOR, css)]
+
+        return await self._run(values)
+
+    async def script(self, source: str) -> object:
+        return await self._run(lambda: self.driver.execute_script(source))
+
+    @asynccontextmanager
+    async def watch_blocked(self) -> AsyncIterator[None]:
+        """WatchSession calls fail (as on a cut network) while other calls go through."""
+        blocking = {"urls": ["*/turngate.v1.SessionService/WatchSession"]}
+        await self._run(lambda: self.driver.execute_cdp_cmd("Network.enable", {}))
+        await self._run(lambda: self.driver.execute_cdp_cmd("Network.setBlockedURLs", blocking))
+        try:
+            yield
+        finally:
+            await self._run(lambda: self.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []}))
+
+    async def screenshot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        await self._run(lambda: self.driver.save_screenshot(str(path)))
+        return path
+
+    def console_log(self) -> list[str]:
+        """The page's console messages so far (for a failing test's report)."""
+        entries: list[dict[str, str]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]
+        return [entry["message"] for entry in entries]

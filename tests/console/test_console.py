@@ -1,0 +1,254 @@
+"""The operator console in a real browser against a real server: busy sessions, a live timeline
+that resumes, a turn's detail, Stop, and runner text shown as text."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from contextlib import AsyncExitStack
+
+import pytest
+
+from tests.console.browser import Page
+from tests.console.conftest import GATEWAY, PROJECT, TRACE_URL, WATCHER, ConsoleServer
+from turngate.client import AdmissionMode
+
+TOOL_CALLS = '#timeline li[data-kind="toolCall"]'
+INTERACTIONS = '#timeline li[data-kind="interaction"]'
+# Outlives the server's restart however slowly it starts, so the turn is not lost meanwhile.
+RESTART_LEASE_S = 300.0
+
+
+async def sign_in(page: Page, token: str, fragment: str) -> None:
+    await page.open(fragment)
+    await page.type_into("#token", token)
+    await page.click("#token-form button[type=submit]")
+
+
+async def consecutive_seqs(page: Page) -> list[int]:
+    """The timeline's seqs, each shown once and none missing (the first row is a snapshot)."""
+    seqs = [int(seq) for seq in await page.attributes("#timeline li", "data-seq")]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
+    return seqs
+
+
+async def test_a_busy_session_is_listed_its_tool_call_appears_live_and_stop_shows_stopping_then_settled(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk:
+        async with sdk.runner("r1").turn(session_id, "t1") as turn:
+            await sign_in(page, GATEWAY.token, f"project={PROJECT}")
+            row = await page.shown("#busy tbody tr", session_id)
+            assert "t1" in row.text
+            assert "RUNNING" in row.text
+            assert "r1" in row.text
+            await page.screenshot("busy-sessions")
+
+            await page.click("#busy a", session_id)
+            await page.attribute("#turn-state", "data-phase", "RUNNING")
+            async with turn.tool_call("c1", "search_web"):
+                await page.shown(TOOL_CALLS, "search_web (c1) OPEN")
+            await page.shown(TOOL_CALLS, "search_web (c1) SUCCEEDED")
+            await page.screenshot("timeline")
+
+            await page.click("#stop", "Stop turn t1")
+            outcome = await page.shown('#stop-outcome[data-outcome="cancelled"]')
+            assert "t1 is stopping" in outcome.text
+            await page.attribute("#turn-state", "data-phase", "STOPPING")
+            assert turn.stop_requested.is_set()
+        await page.attribute("#turn-state", "data-phase", "SETTLED")
+        assert "CANCELLED by RUNNER" in (await page.shown("#turn-state")).text
+        await page.shown('#timeline li[data-kind="turnSettled"]', "t1 CANCELLED by RUNNER")
+        await page.screenshot("stopped")
+
+
+async def test_the_turn_detail_shows_tool_calls_with_their_end_states_interactions_and_links_the_trace(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk, served.gateway_client() as gateway:
+        async with sdk.runner("r1").turn(session_id, "t1") as turn:
+            await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+            await page.attribute("#turn-state", "data-phase", "RUNNING")
+            async with turn.tool_call("c1", "read_file"):
+                pass
+            try:
+                async with turn.tool_call("c2", "run_tests"):
+                    raise RuntimeError("3 tests failed")
+            except RuntimeError:
+                pass
+            asking = asyncio.create_task(turn.interaction("ask-1", "approval"))
+            await page.shown(INTERACTIONS, "approval (ask-1) PENDING")
+            await gateway.gateway().resolve_interaction(session_id, "ask-1", "go ahead")
+            assert await asking == "go ahead"
+            await page.shown(INTERACTIONS, "approval (ask-1) RESOLVED")
+        await page.shown('#timeline li[data-kind="turnSettled"]', "COMPLETED")
+
+    await page.click('#timeline li[data-kind="turnSettled"] a', "t1")
+    await page.shown("#turn-detail tbody tr", "run_tests")
+    rows = await page.texts("#turn-detail tbody tr")
+    assert [row.split()[:3] for row in rows] == [
+        ["c1", "read_file", "SUCCEEDED"],
+        ["c2", "run_tests", "FAILED"],
+        ["ask-1", "approval", "RESOLVED"],
+    ]
+    assert "3 tests failed" in rows[1]
+    assert rows[2].endswith("go ahead")
+    trace = await page.shown("#turn-detail a.trace")
+    assert re.fullmatch("[0-9a-f]{32}", trace.text)
+    assert trace.get_attribute("href") == TRACE_URL.replace("{trace_id}", trace.text)
+    await page.screenshot("turn-detail")
+
+
+@pytest.mark.parametrize("ending", ["killed", "drained"])
+async def test_a_reload_and_a_server_restart_resume_the_timeline_without_missing_or_repeating_events(
+    page: Page, console_server: ConsoleServer, session_id: str, ending: str
+) -> None:
+    fragment = f"project={PROJECT}&session={session_id}"
+    async with console_server.runner_client() as sdk, AsyncExitStack() as running_turn:
+        async with console_server.start() as first:
+            turn = await running_turn.enter_async_context(
+                sdk.runner("r1").turn(session_id, "t1", lease_ttl=RESTART_LEASE_S)
+            )
+            await sign_in(page, GATEWAY.token, fragment)
+            async with turn.tool_call("c1", "first"):
+                pass
+            await page.shown(TOOL_CALLS, "(c1) SUCCEEDED")
+
+            await page.leave()
+            async with turn.tool_call("c2", "while_away"):  # recorded while no page watches
+                pass
+            await page.open(fragment)
+            await page.shown(TOOL_CALLS, "(c2) SUCCEEDED")
+            before = await consecutive_seqs(page)
+            if ending == "killed":
+                await first.kill()  # as when the machine dies: the watch is cut, nothing is said
+            else:
+                first.terminate()  # the drain ends the watch with UNAVAILABLE
+                await first.exit_code()
+        await page.attribute("#watch-status", "data-live", "no")
+
+        async with console_server.start():
+            async with turn.tool_call("c3", "after_restart"):
+                pass
+            await page.shown(TOOL_CALLS, "(c3) SUCCEEDED")
+            await running_turn.aclose()
+            await page.shown('#timeline li[data-kind="turnSettled"]', "COMPLETED")
+            after = await consecutive_seqs(page)
+    assert after[: len(before)] == before
+    calls = await page.texts(TOOL_CALLS)
+    for call in ("(c1) SUCCEEDED", "(c2) SUCCEEDED", "(c3) SUCCEEDED"):
+        assert sum(call in row for row in calls) == 1, (call, calls)
+
+
+async def test_what_a_runner_wrote_is_shown_as_text_never_run_as_markup(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    name = '<img src=x onerror="window.__xss=1">'
+    error = "<script>window.__xss=2</script><b>bold?</b>"
+    async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1") as turn:
+        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        try:
+            async with turn.tool_call("c1", name):
+                raise RuntimeError(error)
+        except RuntimeError:
+            pass
+        row = await page.shown(TOOL_CALLS, "FAILED")
+        assert name in row.text
+        assert error in row.text
+    await page.click(TOOL_CALLS + " a", "t1")
+    detail = await page.shown("#turn-detail tbody tr", "FAILED")
+    assert name in detail.text
+    assert error in detail.text
+    assert await page.script("return document.querySelectorAll('main img, main script, main b').length") == 0
+    assert await page.script("return window.__xss === undefined") is True
+    await page.screenshot("runner-text")
+
+
+async def test_stop_needs_a_gateway_token_and_says_why_it_was_refused(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1") as turn:
+        await sign_in(page, WATCHER.token, f"project={PROJECT}&session={session_id}")
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        await page.click("#stop", "Stop turn t1")
+        refused = await page.shown('#stop-outcome[data-outcome="error"]')
+        assert "permission_denied" in refused.text
+
+        await page.click("#forget-token")
+        await page.click("#stop", "Stop turn t1")
+        await page.shown('#stop-outcome[data-outcome="needs-token"]', "gateway token")
+        assert await page.script("return document.activeElement.id") == "token"
+        assert not turn.stop_requested.is_set()
+
+        await page.type_into("#token", GATEWAY.token)
+        await page.click("#token-form button[type=submit]")
+        await page.click("#stop", "Stop turn t1")
+        await page.shown('#stop-outcome[data-outcome="cancelled"]', "t1 is stopping")
+
+
+async def test_a_stop_of_a_turn_that_has_ended_meanwhile_changes_nothing_and_says_mismatch_or_idle(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    fragment = f"project={PROJECT}&session={session_id}"
+    async with served.runner_client() as sdk, AsyncExitStack() as first_turn:
+        await first_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
+        await sign_in(page, GATEWAY.token, fragment)
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        # The page keeps showing t1 running, as a page whose watch is cut does, while t1 ends.
+        async with page.watch_blocked():
+            await page.reload()
+            await page.attribute("#watch-status", "data-live", "no")
+            await first_turn.aclose()
+            async with sdk.runner("r1").turn(session_id, "t2") as second:
+                await page.click("#stop", "Stop turn t1")
+                mismatch = await page.shown('#stop-outcome[data-outcome="mismatch"]')
+                assert "t1 already ended (COMPLETED) and t2 is RUNNING; nothing changed" in mismatch.text
+                assert not second.stop_requested.is_set()
+            await page.click("#stop", "Stop turn t1")
+            idle = await page.shown('#stop-outcome[data-outcome="idle"]')
+            assert "nothing is running; nothing changed (last turn t2: COMPLETED)" in idle.text
+        await page.shown('#timeline li[data-kind="turnSettled"]', "t2 COMPLETED")
+
+
+async def test_the_queue_shows_in_the_busy_list_and_the_timeline(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk:
+        async with AsyncExitStack() as first_turn:
+            await first_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
+            waiting = asyncio.create_task(
+                first_turn.enter_async_context(
+                    sdk.runner("r2").turn(session_id, "t2", mode=AdmissionMode.ENQUEUE)
+                )
+            )
+            await sign_in(page, GATEWAY.token, f"project={PROJECT}")
+            await page.shown("#busy tbody tr", session_id)
+            await page.shown("#busy tbody td:nth-child(7)", "1")  # the Queued column
+
+            await page.click("#busy a", session_id)
+            await page.shown('#timeline li[data-kind="snapshot"]', "queued 1")
+            await page.shown("#turn-state", "1 queued")
+            await first_turn.aclose()  # t1 completes and t2, waiting, is admitted: it completes too
+            await waiting
+        await page.shown('#timeline li[data-kind="turnAdmitted"]', "t2 · runner r2")
+        admitted = await page.texts('#timeline li[data-kind="turnAdmitted"]')
+        assert any("from the queue after" in text for text in admitted), admitted
+        await page.shown('#timeline li[data-kind="turnSettled"]', "t2 COMPLETED")
+
+
+async def test_a_cursor_the_service_cannot_resume_starts_again_from_a_snapshot_saying_resync(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1"):
+        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        # A cursor beyond the session's head, as a tab kept from before the store lost the session.
+        await page.script(
+            f"""const key = "turngate.console.history:{PROJECT}/{session_id}";
+            const kept = JSON.parse(sessionStorage.getItem(key));
+            kept.cursor.seq = 1000;
+            sessionStorage.setItem(key, JSON.stringify(kept));"""
+        )
+        await page.reload()
+        await page.shown('#timeline li[data-kind="snapshot"]', "resync")
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
