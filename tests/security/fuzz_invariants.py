@@ -110,6 +110,17 @@ class LogModel:
                     assert not self.pending, f"I7: {turn.turn_id} settled with {self.pending} pending"
                 self.settled.add(turn.turn_id)
                 self.active, self.followed = None, False
+            case "turn_queued":
+                queued = event.turn_queued.turn.turn_id
+                assert queued != self.active, f"I1: {queued} queued while it is the active turn"
+                assert queued not in self.settled, f"I6: {queued} queued after it settled"
+            case "turn_dequeued":
+                left = event.turn_dequeued.turn_id
+                assert left != self.active, f"{left} left the queue while it is the active turn"
+                assert left not in self.settled, f"I6: {left} left the queue after it settled"
+                self.settled.add(left)
+            case "queue_paused" | "queue_resumed":
+                pass  # the queue's state; no turn's
             case other:
                 raise AssertionError(f"unexpected {other} in the log: {event}")
 
