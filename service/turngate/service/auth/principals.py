@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from turngate.service.auth.files import SecretsFileError, read_validated
 from turngate.service.core.limits import ID_PATTERN
 
 ALL_PROJECTS = "*"
@@ -74,7 +73,7 @@ class Principal:
 ANONYMOUS = Principal("", frozenset(Role), None)
 
 
-class TokensFileError(Exception):
+class TokensFileError(SecretsFileError):
     """The tokens file is missing, unreadable or invalid; the message names the problem."""
 
 
@@ -131,27 +130,8 @@ class Tokens:
 
 
 def load_tokens(path: Path) -> Tokens:
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise TokensFileError(f"cannot read tokens file {path}: {error.strerror}") from error
-    try:
-        data = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
-        parsed = _File.model_validate(data)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise TokensFileError(f"tokens file {path} is invalid: {describe_invalid(error)}") from error
+    parsed = read_validated(path, _File, "tokens file", TokensFileError)
     digests = [entry.token_sha256 for entry in parsed.principals]
     if len(set(digests)) != len(digests):
         raise TokensFileError(f"tokens file {path} lists the same token_sha256 twice")
     return Tokens((bytes.fromhex(entry.token_sha256), entry.principal()) for entry in parsed.principals)
-
-
-def describe_invalid(error: ValueError | UnicodeDecodeError) -> str:
-    """Where and what, never the offending value (it may be a secret pasted in the wrong field)."""
-    if isinstance(error, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()
-        )
-    if isinstance(error, UnicodeDecodeError):
-        return "not UTF-8"
-    return str(error).split("\n", 1)[0]

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import secrets
 import time
-import tomllib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,7 +27,8 @@ from typing import Annotated, Any
 import jwt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from turngate.service.auth.principals import Principal, Reach, Scope, describe_invalid
+from turngate.service.auth.files import SecretsFileError, describe_invalid, read_validated
+from turngate.service.auth.principals import Principal, Reach, Scope
 from turngate.service.core import limits
 
 ISSUER = "turngate"
@@ -46,7 +45,7 @@ _REQUIRED = ["iss", "aud", "sub", "iat", "nbf", "exp", "jti"]
 _Id = Annotated[str, Field(pattern=f"^{limits.ID_PATTERN}$")]
 
 
-class KeysFileError(Exception):
+class KeysFileError(SecretsFileError):
     """The signing keys file is missing, unreadable or invalid; the message names the problem,
     never a secret."""
 
@@ -176,15 +175,7 @@ class SessionTokenKeys:
 
 
 def load_keys(path: Path) -> SessionTokenKeys:
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise KeysFileError(f"cannot read signing keys file {path}: {error.strerror}") from error
-    try:
-        data = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
-        parsed = _File.model_validate(data)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise KeysFileError(f"signing keys file {path} is invalid: {describe_invalid(error)}") from error
+    parsed = read_validated(path, _File, "signing keys file", KeysFileError)
     ids = [key.id for key in parsed.keys]
     if len(set(ids)) != len(ids):
         raise KeysFileError(f"signing keys file {path} lists the same id twice")
