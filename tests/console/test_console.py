@@ -99,6 +99,17 @@ async def test_the_turn_detail_shows_tool_calls_with_their_end_states_interactio
     await page.screenshot("turn-detail")
 
 
+async def test_a_turn_this_console_never_saw_links_its_trace_from_its_record(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1"):
+        pass
+    await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}&turn=t1")
+    trace = await page.shown("#turn-detail a.trace")
+    assert re.fullmatch("[0-9a-f]{32}", trace.text)
+    assert trace.get_attribute("href") == TRACE_URL.replace("{trace_id}", trace.text)
+
+
 @pytest.mark.parametrize("ending", ["killed", "drained"])
 async def test_a_reload_and_a_server_restart_resume_the_timeline_without_missing_or_repeating_events(
     page: Page, console_server: ConsoleServer, session_id: str, ending: str

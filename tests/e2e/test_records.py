@@ -263,3 +263,24 @@ async def test_list_turns_pages_newest_first_without_records(client: Client, ses
             break
 
     assert pages == [["t3", "t2"], ["t1"]]
+
+
+async def test_a_turns_record_carries_the_trace_id_of_the_request_that_admitted_it(
+    client: Client, session: pb.SessionRef
+) -> None:
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traced = pb.AdmitTurnRequest(session=session, turn_id="t1", runner_id="r1")
+    lease = (
+        await client.admission.AdmitTurn(
+            traced, metadata=(("traceparent", f"00-{trace_id}-00f067aa0ba902b7-01"),)
+        )
+    ).lease
+    assert (await snapshot(client, session)).active.trace_id == trace_id
+    await complete(client, lease)
+    assert (await get_turn(client, session, "t1")).trace_id == trace_id
+    listed = await client.sessions.ListTurns(pb.ListTurnsRequest(session=session))
+    assert [turn.trace_id for turn in listed.turns] == [trace_id]
+
+    untraced = (await admit(client, session, "t2")).lease
+    assert (await snapshot(client, session)).active.trace_id == ""
+    await complete(client, untraced)

@@ -50,6 +50,7 @@ from .helpers import (
 KEY = SessionKey("p1", "s1")
 REF = pb.SessionRef(project_id="p1", session_id="s1")
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 START = T0 + 123_457  # an odd microsecond: nothing lands on it by rounding
 _B = TypeVar("_B", bound=EventBody)
 
@@ -158,7 +159,7 @@ def test_absent_phases_and_outcomes_are_unspecified() -> None:
 @pytest.mark.parametrize(
     ("traceparent", "trace_id"),
     [
-        (TRACE, "0af7651916cd43dd8448eb211c80319c"),
+        (TRACE, TRACE_ID),
         ("", ""),
         ("00-t1-trace", ""),
         ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", ""),
@@ -189,6 +190,7 @@ def test_turn_admitted_carries_the_turn_its_lease_and_the_time() -> None:
                 phase=pb.TURN_PHASE_RUNNING,
                 admitted_at=ts(START),
                 lease_expires_at=ts(START + LEASE_TTL),
+                trace_id=TRACE_ID,
             )
         ),
     )
@@ -391,6 +393,7 @@ def test_the_snapshot_of_a_stopping_turn_has_its_stop_and_lease_but_not_its_call
             lease_expires_at=ts(START + LEASE_TTL),
             stop_reason="user pressed stop",
             stop_deadline=ts(story.at["stop"] + STOP_GRACE),
+            trace_id=TRACE_ID,
         ),
     )
 

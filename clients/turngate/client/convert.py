@@ -145,6 +145,7 @@ def turn_record(message: pb.TurnRecord) -> TurnRecord:
         stop_deadline=instant(message, "stop_deadline"),
         queued_at=instant(message, "queued_at"),
         waited=_span(message, "waited"),
+        trace_id=message.trace_id,
         raw=message,
     )
 

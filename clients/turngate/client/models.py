@@ -138,6 +138,8 @@ class TurnRecord:
     when it was promoted; a turn that left the queue without running has generation 0)."""
     waited: float | None = None
     """For a turn that waited in the queue: seconds until it was admitted or left the queue."""
+    trace_id: str = ""
+    """The W3C trace id of the request that admitted it ('' when it carried none)."""
     raw: pb.TurnRecord | None = field(default=None, repr=False, compare=False)
 
 

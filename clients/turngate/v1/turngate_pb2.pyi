@@ -980,6 +980,7 @@ class TurnRecord(_message.Message):
     STOP_DEADLINE_FIELD_NUMBER: _builtins.int
     QUEUED_AT_FIELD_NUMBER: _builtins.int
     WAITED_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """The turn's id."""
     runner_id: _builtins.str
@@ -998,6 +999,8 @@ class TurnRecord(_message.Message):
     """The error reported with FAILED (or CANCELLED) by the runner."""
     stop_reason: _builtins.str
     """The reason given with the Stop, if any."""
+    trace_id: _builtins.str
+    """The W3C trace id of the admitting request (32 hex digits), when it carried one."""
     @_builtins.property
     def admitted_at(self) -> _timestamp_pb2.Timestamp:
         """When it was admitted."""
@@ -1053,10 +1056,11 @@ class TurnRecord(_message.Message):
         stop_deadline: _timestamp_pb2.Timestamp | None = ...,
         queued_at: _timestamp_pb2.Timestamp | None = ...,
         waited: _duration_pb2.Duration | None = ...,
+        trace_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "lease_expires_at", b"lease_expires_at", "queued_at", b"queued_at", "settled_at", b"settled_at", "stop_deadline", b"stop_deadline", "waited", b"waited"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "error", b"error", "generation", b"generation", "interactions", b"interactions", "lease_expires_at", b"lease_expires_at", "outcome", b"outcome", "phase", b"phase", "queued_at", b"queued_at", "runner_id", b"runner_id", "settled_at", b"settled_at", "settled_by", b"settled_by", "stop_deadline", b"stop_deadline", "stop_reason", b"stop_reason", "stop_requested", b"stop_requested", "tool_calls", b"tool_calls", "turn_id", b"turn_id", "waited", b"waited"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "error", b"error", "generation", b"generation", "interactions", b"interactions", "lease_expires_at", b"lease_expires_at", "outcome", b"outcome", "phase", b"phase", "queued_at", b"queued_at", "runner_id", b"runner_id", "settled_at", b"settled_at", "settled_by", b"settled_by", "stop_deadline", b"stop_deadline", "stop_reason", b"stop_reason", "stop_requested", b"stop_requested", "tool_calls", b"tool_calls", "trace_id", b"trace_id", "turn_id", b"turn_id", "waited", b"waited"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

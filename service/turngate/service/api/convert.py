@@ -92,6 +92,7 @@ def turn_record(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
         stop_deadline=None if view.settled_at else timestamp(view.stop_deadline),
         queued_at=timestamp(view.queued_at),
         waited=None if view.waited is None else duration(view.waited),
+        trace_id=trace_id(view.traceparent),
     )
     if with_calls:
         record.tool_calls.extend(tool_call(call) for call in view.tool_calls)
@@ -158,6 +159,7 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
                         lease_expires_at=timestamp(b.lease_expires_at),
                         queued_at=timestamp(b.queued_at),
                         waited=waited,
+                        trace_id=trace_id(b.traceparent),
                     ),
                     from_queue=b.from_queue,
                     waited=waited,

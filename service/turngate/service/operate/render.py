@@ -182,6 +182,7 @@ def turn(record: TurnRecord, now: datetime | None = None) -> Fields:
         _deadline("stop deadline", record.stop_deadline, now),
         ("settled at", _iso(record.settled_at)),
         ("error", record.error or None),
+        ("trace", record.trace_id or None),
     ]
 
 

@@ -1,9 +1,7 @@
 // What the console has seen of one session, kept in sessionStorage so a reload shows it again
-// and resumes the watch after it: the cursor (epoch, seq), the last events and the trace ids of
-// settled turns (GetTurn has none: only TurnSettled carries one).
+// and resumes the watch after it: the cursor (epoch, seq) and the last events.
 
 const KEPT_EVENTS = 500;
-const KEPT_TRACES = 200;
 
 function key(project, session) {
   return `turngate.console.history:${project}/${session}`;
@@ -16,20 +14,14 @@ export function load(project, session) {
   } catch {
     // A damaged entry: start again from a snapshot.
   }
-  return { cursor: { epoch: 0, seq: 0 }, events: [], traces: {} };
+  return { cursor: { epoch: 0, seq: 0 }, events: [] };
 }
 
 export function save(project, session, history) {
   history.events = history.events.slice(-KEPT_EVENTS);
-  const traces = Object.entries(history.traces);
-  if (traces.length > KEPT_TRACES) history.traces = Object.fromEntries(traces.slice(-KEPT_TRACES));
   try {
     sessionStorage.setItem(key(project, session), JSON.stringify(history));
   } catch {
     // Storage full: the live view goes on; a reload starts from a snapshot.
   }
-}
-
-export function traceOf(project, session, turnId) {
-  return load(project, session).traces[turnId] || "";
 }

@@ -49,9 +49,6 @@ export function showTimeline(root, where, tokenInput) {
     state = apply(state, event);
     kept.events.push(event);
     kept.state = state;
-    if (event.turnSettled && event.turnSettled.traceId) {
-      kept.traces[event.turnSettled.turn.turnId] = event.turnSettled.traceId;
-    }
     history.save(project, session, kept);
     timeline.append(eventRow(event, where));
     while (timeline.children.length > kept.events.length) timeline.firstElementChild.remove();

@@ -3,12 +3,10 @@
 
 import { getTurn } from "./api.js";
 import { el, enumName, errorText, fields, replace, table, time } from "./dom.js";
-import { traceOf } from "./history.js";
 import { href } from "./route.js";
 import { traceLink } from "./trace.js";
 
-function detail(project, session, turn) {
-  const traceId = traceOf(project, session, turn.turnId);
+function detail(turn) {
   const calls = (turn.toolCalls || []).map((call) => [call.callId, call.name,
     enumName(call.status, "TOOL_CALL_STATUS_"), time(call.openedAt), time(call.closedAt), call.error || ""]);
   const asked = (turn.interactions || []).map((item) => [item.interactionId, item.kind,
@@ -28,7 +26,7 @@ function detail(project, session, turn) {
       ["Stop deadline", time(turn.stopDeadline)],
       ["Settled", time(turn.settledAt)],
       ["Error", turn.error ? el("span", { id: "turn-error" }, turn.error) : ""],
-      ["Trace", traceId ? traceLink(traceId) : "not seen (shown once this console has seen the turn settle)"],
+      ["Trace", turn.traceId ? traceLink(turn.traceId) : "none (its admission carried no trace context)"],
     ]),
     calls.length ? table("Tool calls", ["Call", "Name", "Status", "Opened", "Closed", "Error"], calls)
       : el("p", {}, "No tool calls."),
@@ -49,7 +47,7 @@ export function showTurn(root, { project, session, turn: turnId }) {
 
   async function load() {
     try {
-      replace(body, detail(project, session, await getTurn(project, session, turnId, controller.signal)));
+      replace(body, detail(await getTurn(project, session, turnId, controller.signal)));
     } catch (error) {
       if (!controller.signal.aborted) replace(body, el("p", { role: "alert" }, `Could not read the turn: ${errorText(error)}`));
     }
