@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import jwt
 import pytest
+from connectrpc.errors import ConnectError
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf.duration_pb2 import Duration
 
@@ -39,6 +40,7 @@ from tests.security.principals import (
     write_tokens,
 )
 from tests.security.test_access import DENIED, SAMPLES, TRANSPORTS, call, call_over, short
+from tests.web.calls import http_client, status, stream
 from turngate.client import Client, PermissionDenied, SessionTokenScope
 from turngate.service.auth.access import ROLES, SCOPES
 from turngate.service.auth.principals import Scope
@@ -301,6 +303,21 @@ async def test_a_watch_stream_ends_unauthenticated_when_its_session_token_expire
             ended = await refused(stream.read())
     assert ended.code is grpc.StatusCode.UNAUTHENTICATED
     assert ended.status.message == "the session token expired; resume with a new one"
+
+
+async def test_an_http_watch_ends_unauthenticated_when_its_session_token_expires(
+    keyed: TurngateServer,
+) -> None:
+    token = forge(exp=int(time.time()) + 2)
+    async with http_client(keyed.http_port) as page:
+        responses = stream(page, WATCH, pb.WatchSessionRequest(session=SESSION), with_bearer(token))
+        first = await anext(aiter(responses))
+        assert first.event.HasField("snapshot")
+        async with asyncio.timeout(10):
+            with pytest.raises(ConnectError) as ended:
+                await anext(aiter(responses))
+    assert status(ended.value) is grpc.StatusCode.UNAUTHENTICATED
+    assert ended.value.message == "the session token expired; resume with a new one"
 
 
 # Forgeries and expiry: UNAUTHENTICATED, as an unknown token.
