@@ -32,14 +32,20 @@ async function errorOf(response) {
     body.details || []);
 }
 
-export async function unary(service, method, request, { token = "", signal } = {}) {
+// The answer of one POST to an RPC, once it says it succeeded.
+async function post(service, method, contentType, body, { token = "", signal } = {}) {
   const response = await fetch(PREFIX + service + "/" + method, {
     method: "POST",
-    headers: headers("application/json", token),
-    body: JSON.stringify(request),
+    headers: headers(contentType, token),
+    body,
     signal,
   });
   if (!response.ok) throw await errorOf(response);
+  return response;
+}
+
+export async function unary(service, method, request, options) {
+  const response = await post(service, method, "application/json", JSON.stringify(request), options);
   return response.json();
 }
 
@@ -54,14 +60,8 @@ function envelope(message) {
 // Resolves once the server has answered, to an iterator of the stream's messages; the iterator
 // throws ConnectError when the stream ends with an error, and whatever fetch throws when the
 // connection is lost.
-export async function serverStream(service, method, request, { token = "", signal } = {}) {
-  const response = await fetch(PREFIX + service + "/" + method, {
-    method: "POST",
-    headers: headers("application/connect+json", token),
-    body: envelope(request),
-    signal,
-  });
-  if (!response.ok) throw await errorOf(response);
+export async function serverStream(service, method, request, options) {
+  const response = await post(service, method, "application/connect+json", envelope(request), options);
   return messages(response.body.getReader());
 }
 
