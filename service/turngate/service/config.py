@@ -20,8 +20,10 @@ from turngate.service.core import limits
 from turngate.service.redis_url import REDIS_SCHEMES, BadRedisUrl, RedisUrl
 
 Seconds = Annotated[float, Field(allow_inf_nan=False)]
-_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
-_LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+|\*):(\d{1,5})$")
+# A host name, an IPv4 address or a bracketed IPv6 one: in a listen address and in an origin.
+_HOST = r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+"
+_ORIGIN = re.compile(rf"^https?://({_HOST})(:\d{{1,5}})?$")
+_LISTEN = re.compile(rf"^({_HOST}|\*):(\d{{1,5}})$")
 SQL_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
 
 
