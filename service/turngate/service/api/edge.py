@@ -102,11 +102,9 @@ class Edge(WrappingInterceptor):
             principal = await self._admit(method, request, context)
             # Closed with this stream, so the handler releases its watch at once, not when collected.
             async with contextlib.aclosing(behavior(request, context)) as responses:
-                if principal.expires_at is None:
-                    async for response in responses:
-                        yield response
-                    return
-                async for response in _until(principal.expires_at, responses, context):
+                expires_at = principal.expires_at
+                sent = responses if expires_at is None else _until(expires_at, responses, context)
+                async for response in sent:
                     yield response
 
         return admitted
