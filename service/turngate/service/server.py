@@ -9,7 +9,9 @@ import logging
 import shutil
 import signal
 import tempfile
+from collections.abc import Callable, Sized
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
@@ -22,8 +24,9 @@ from turngate.service.api.edge import Edge, Gatekeeper
 from turngate.service.api.policy import Policy
 from turngate.service.api.quota import WatchQuota
 from turngate.service.api.sessions import SessionService
-from turngate.service.auth.principals import Tokens, TokensFileError, load_tokens
-from turngate.service.auth.session_tokens import KeysFileError, SessionTokenKeys, load_keys
+from turngate.service.auth.files import SecretsFileError
+from turngate.service.auth.principals import load_tokens
+from turngate.service.auth.session_tokens import load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, ledger_url, open_backend, project_when_migrated, projector_for
 from turngate.service.config import Settings
@@ -90,8 +93,8 @@ class TurngateServer:
 
     async def start(self) -> None:
         settings = self.settings
-        self._gatekeeper.tokens = _tokens(settings)
-        self._gatekeeper.session_keys = _session_keys(settings)
+        self._gatekeeper.tokens = _optional(settings.auth_file, load_tokens)
+        self._gatekeeper.session_keys = _optional(settings.session_token_keys, load_keys)
         self._certificates = ServerCertificates(settings) if settings.tls else None
         self._backend = backend = await open_backend(
             settings, lambda problem: self._health.report(LEDGER, problem)
@@ -202,18 +205,10 @@ class TurngateServer:
         already admitted and open connections go on; new calls meet the new tokens and keys, new
         connections the new certificates. A file that no longer reads or validates leaves the
         current ones in force."""
-        if self.settings.auth_file is not None:
-            try:
-                self._gatekeeper.tokens = tokens = load_tokens(self.settings.auth_file)
-                log.info("tokens reloaded: %d", len(tokens))
-            except TokensFileError as error:
-                log.error("kept the current tokens: %s", error)
-        if self.settings.session_token_keys is not None:
-            try:
-                self._gatekeeper.session_keys = keys = load_keys(self.settings.session_token_keys)
-                log.info("session token keys reloaded: %d", len(keys))
-            except KeysFileError as error:
-                log.error("kept the current session token keys: %s", error)
+        if (tokens := _reloaded(self.settings.auth_file, load_tokens, "tokens")) is not None:
+            self._gatekeeper.tokens = tokens
+        if (keys := _reloaded(self.settings.session_token_keys, load_keys, "session token keys")) is not None:
+            self._gatekeeper.session_keys = keys
         if self._certificates is not None:
             try:
                 self._certificates.reload()
@@ -261,12 +256,24 @@ class TurngateServer:
         await self.stop()
 
 
-def _tokens(settings: Settings) -> Tokens | None:
-    return None if settings.auth_file is None else load_tokens(settings.auth_file)
+Loaded = TypeVar("Loaded", bound=Sized)
 
 
-def _session_keys(settings: Settings) -> SessionTokenKeys | None:
-    return None if settings.session_token_keys is None else load_keys(settings.session_token_keys)
+def _optional(path: Path | None, load: Callable[[Path], Loaded]) -> Loaded | None:
+    return None if path is None else load(path)
+
+
+def _reloaded(path: Path | None, load: Callable[[Path], Loaded], what: str) -> Loaded | None:
+    """`path` read again, or None when it is not set or no longer reads or validates (then the
+    current contents stay in force)."""
+    try:
+        loaded = _optional(path, load)
+    except SecretsFileError as error:
+        log.error("kept the current %s: %s", what, error)
+        return None
+    if loaded is not None:
+        log.info("%s reloaded: %d", what, len(loaded))
+    return loaded
 
 
 def _grpc_options(settings: Settings) -> list[tuple[str, int]]:
