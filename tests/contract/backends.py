@@ -14,7 +14,7 @@ from typing import Protocol, cast
 
 from redis import Redis as SyncRedis
 
-from turngate.service.ports.store import BeforeWrite, Store
+from turngate.service.ports.store import AfterWrite, BeforeWrite, Store
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.redis.connection import Client, connect
 from turngate.service.store.redis.keys import Keyspace, LogEntries
@@ -32,9 +32,10 @@ MAX_ATTEMPTS = 32
 
 
 class ContractStore(Store, Protocol):
-    """A store with the compare-and-set test seam (store.cas.CompareAndSetStore)."""
+    """A store with the compare-and-set test seams (store.cas.CompareAndSetStore)."""
 
     before_write: BeforeWrite | None
+    after_write: AfterWrite | None
 
 
 class OpenStore(Protocol):

@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from tests.contract.sessions import KEY, LEASE, admit, open_call
 from tests.waiting import eventually
 from turngate.service.core import Admit, Admitted, Command, Decision, Session, SessionKey, TurnAdmitted
-from turngate.service.ports.store import Applied, StoreUnavailable
+from turngate.service.ports.store import Applied, StoreUnavailable, WriteOutcomeUnknown
 from turngate.service.store.sql import SqlStore, open_store
 from turngate.service.store.sqlite import BATCH_CAP, SqliteWriter
 
@@ -431,3 +431,46 @@ async def test_only_a_sqlite_file_gets_a_writer_thread(database_url: str) -> Non
         assert (store.writer is None) == database_url.startswith("postgresql")
     finally:
         await store.close()
+
+
+class _FailingCommit(sqlite3.Connection):
+    """A connection whose COMMITs fail with `code` (as SQLite's own would), without committing."""
+
+    code = sqlite3.SQLITE_IOERR
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT":
+            failure = sqlite3.OperationalError("the commit failed")
+            failure.sqlite_errorcode = self.code
+            raise failure
+        return super().execute(sql, *args)
+
+
+@pytest.mark.parametrize(
+    ("code", "unknown"),
+    [(sqlite3.SQLITE_IOERR, True), (sqlite3.SQLITE_IOERR | (3 << 8), True), (sqlite3.SQLITE_FULL, False)],
+    ids=["io-error", "io-error-write", "disk-full"],
+)
+async def test_a_commit_that_fails_with_an_io_error_is_of_unknown_outcome_any_other_rolled_back(
+    tmp_path: Path, code: int, unknown: bool
+) -> None:
+    """A COMMIT may fail with an I/O error after its WAL frames were written (a crash then
+    recovers them): every caller of the batch is told its outcome is unknown. Any other COMMIT
+    failure rolled the batch back: not applied."""
+    path = tmp_path / "commit.db"
+
+    def connect() -> sqlite3.Connection:
+        connection = sqlite3.connect(path, isolation_level=None, factory=_FailingCommit)
+        assert isinstance(connection, _FailingCommit)
+        connection.code = code
+        return connection
+
+    writer = SqliteWriter(connect)
+    try:
+        with pytest.raises(StoreUnavailable) as failed:
+            await writer.run(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    finally:
+        await writer.close()
+
+    assert isinstance(failed.value, WriteOutcomeUnknown) is unknown, failed.value
+    assert "the commit failed" in str(failed.value)

@@ -5,9 +5,10 @@ share.
 
 Each fault means the same on every topology, applied to every data node or every master:
 `kill` SIGKILLs every data node, `start` starts them all again on their directories (their AOF,
-their nodes.conf) and returns once the deployment serves, and `refuse_writes` makes every master
-answer, and read, but refuse writes (`Refusal`), until `accept_writes`. Where a refusal has no
-meaning on a topology, `REFUSING_WRITES` skips it and says why.
+their nodes.conf) and returns once the deployment serves, `refuse_writes` makes every master
+answer but refuse writes (`Refusal`), until `accept_writes`, and `demoted` turns the master of a
+key replica for a block, as a failover does. Where a refusal has no meaning on a topology,
+`REFUSING` and `REFUSING_WRITES` skip it and say why.
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ class Refusal(enum.StrEnum):
     # Fewer good replicas than min-replicas-to-write asks for (the README asks for 1, so that a
     # primary that lost its replicas refuses writes): NOREPLICAS.
     NO_GOOD_REPLICAS = "no-good-replicas"
+    # A primary turned replica of a primary that is down, told not to serve stale data: MASTERDOWN,
+    # to reads as to writes.
+    MASTER_DOWN = "master-down"
+
+
+# The refusals of a node that still reads.
+WRITE_REFUSALS = (Refusal.READ_ONLY_REPLICA, Refusal.OUT_OF_MEMORY, Refusal.NO_GOOD_REPLICAS)
 
 
 # The refusals a topology cannot have, and why.
@@ -64,21 +72,31 @@ WITHOUT_MEANING: dict[tuple[Topology, Refusal], str] = {
         "which the client follows (tests/topologies/test_failover.py). A cluster master that may be "
         "deposed refuses writes as no-good-replicas does (NOREPLICAS), which runs on the cluster"
     ),
+    ("cluster", Refusal.MASTER_DOWN): (
+        "a cluster node is made replica by a failover, not by REPLICAOF, and a replica in a cluster "
+        "redirects what it does not serve (MOVED) instead of answering MASTERDOWN"
+    ),
 }
 
 
-# Every refusal on every topology, as (topology, refusal) with ids like `cluster-out-of-memory`; those
-# without meaning on their topology skipped, saying why.
-REFUSING_WRITES = [
-    pytest.param(
-        topology,
-        refusal,
-        id=f"{topology}-{refusal}",
-        marks=[pytest.mark.skip(reason=why)] if (why := WITHOUT_MEANING.get((topology, refusal))) else [],
-    )
-    for topology in TOPOLOGIES
-    for refusal in Refusal
-]
+def _refusals(refusals: tuple[Refusal, ...]) -> list[Any]:
+    """The refusals on every topology, as (topology, refusal) with ids like `cluster-out-of-memory`;
+    those without meaning on their topology skipped, saying why."""
+    return [
+        pytest.param(
+            topology,
+            refusal,
+            id=f"{topology}-{refusal}",
+            marks=[pytest.mark.skip(reason=why)] if (why := WITHOUT_MEANING.get((topology, refusal))) else [],
+        )
+        for topology in TOPOLOGIES
+        for refusal in refusals
+    ]
+
+
+# Every refusal, and those of a node that still reads.
+REFUSING = _refusals(tuple(Refusal))
+REFUSING_WRITES = _refusals(WRITE_REFUSALS)
 
 
 class Node(Protocol):
@@ -119,14 +137,29 @@ class PrivateRedis(Protocol):
         """Undoes `refuse_writes` (nothing if there is nothing to undo)."""
         ...
 
+    async def master_of(self, key: str) -> Node:
+        """The data node that serves `key` now."""
+        ...
+
+    def demoted(self, key: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """The master that holds `key` turned replica for the block, as a failover turns one
+        (clients blocked on it, in WAIT, are told UNBLOCKED); master again after it."""
+        ...
+
     def for_one_test(self) -> contextlib.AbstractAsyncContextManager[PrivateRedis]:
         """The deployment for one test: serving and taking writes at the start, and again after the
         block (a test that failed midway may have left it killed, or refusing writes)."""
         ...
 
 
+class _Refuses(Protocol):
+    async def refuse_writes(self, refusal: Refusal) -> None: ...
+
+    async def accept_writes(self) -> None: ...
+
+
 @asynccontextmanager
-async def refusing_writes(redis: PrivateRedis, refusal: Refusal) -> AsyncIterator[None]:
+async def refusing_writes(redis: _Refuses, refusal: Refusal) -> AsyncIterator[None]:
     """`redis` refusing writes as `refusal` says for the block; taking them again after it, however
     it ends."""
     await redis.refuse_writes(refusal)
@@ -163,8 +196,10 @@ class _Deployment(ABC):
         assert not self._undo, "writes are refused already"
         refuse, accept = self._commands(refusal)
         for master in await self._masters():
-            self._undo.append((master, accept))
-            await master.query(*refuse)
+            # Undone in the reverse order, after whatever of it was done.
+            for command, undo in zip(refuse, accept, strict=True):
+                self._undo.append((master, undo))
+                await master.query(*command)
 
     async def accept_writes(self) -> None:
         while self._undo:
@@ -173,19 +208,37 @@ class _Deployment(ABC):
             with contextlib.suppress(RedisError, AssertionError):
                 await master.query(*accept)
 
-    def _commands(self, refusal: Refusal) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """The command that makes a master refuse writes as `refusal` says, and the one that undoes it."""
+    async def master_of(self, key: str) -> Node:
+        """One server, or a Sentinel deployment's primary (a cluster's: the slot's master)."""
+        [master] = await self._masters()
+        return master
+
+    def demoted(self, key: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """One server, or a Sentinel deployment's primary: a replica of a port nothing listens on
+        (the sentinels call it failing only after FAILURE_TIMEOUT_MS, long after the block)."""
+        return refusing_writes(self, Refusal.READ_ONLY_REPLICA)
+
+    def _commands(self, refusal: Refusal) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]]:
+        """The commands that make a master refuse writes as `refusal` says, and those that undo
+        each (in the same order)."""
+        # A replica of a port nothing listens on: it never syncs, and serves what it has.
+        replica_of_nothing = ("REPLICAOF", "127.0.0.1", "1"), ("REPLICAOF", "NO", "ONE")
         match refusal:
             case Refusal.READ_ONLY_REPLICA:
-                # A replica of a port nothing listens on: it never syncs, and serves what it has.
-                return ("REPLICAOF", "127.0.0.1", "1"), ("REPLICAOF", "NO", "ONE")
+                return (replica_of_nothing[0],), (replica_of_nothing[1],)
             case Refusal.OUT_OF_MEMORY:
-                return _config_set("maxmemory", 1), _config_set("maxmemory", 0)
+                return (_config_set("maxmemory", 1),), (_config_set("maxmemory", 0),)
             case Refusal.NO_GOOD_REPLICAS:
                 # Asking for one more replica than it has is the state of a master that lost one
                 # (with min-replicas-to-write 1, as the README asks), reached and left at once.
                 wanted = self.REPLICAS_PER_MASTER + 1
-                return _config_set("min-replicas-to-write", wanted), _config_set("min-replicas-to-write", 0)
+                return (_config_set("min-replicas-to-write", wanted),), (
+                    _config_set("min-replicas-to-write", 0),
+                )
+            case Refusal.MASTER_DOWN:
+                stale = ("CONFIG", "SET", "replica-serve-stale-data", "no")
+                served = ("CONFIG", "SET", "replica-serve-stale-data", "yes")
+                return (stale, replica_of_nothing[0]), (served, replica_of_nothing[1])
 
 
 def _config_set(name: str, value: int) -> tuple[str, ...]:
@@ -278,6 +331,22 @@ class ClusterDeployment(_Shared):
     async def _masters(self) -> Sequence[Node]:
         members = await self.cluster.members()
         return [member.node for member in members if member.role == "master" and member.slots]
+
+    async def master_of(self, key: str) -> Node:
+        return await self.cluster.master_of(key)
+
+    @asynccontextmanager
+    async def demoted(self, key: str) -> AsyncIterator[None]:
+        """The master of `key`'s slot hands it to its replica (CLUSTER FAILOVER, which waits for
+        the replica to catch up), and takes it back after the block."""
+        master = await self.cluster.master_of(key)
+        [replica] = [m.node for m in await self.cluster.members() if m.master is master]
+        await self.cluster.hand_over(master, replica)
+        try:
+            yield
+        finally:
+            await self.cluster.hand_over(replica, master)
+            await self.cluster.wait_until_settled()
 
 
 class SentinelDeployment(_Shared):

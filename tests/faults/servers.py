@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -101,6 +102,16 @@ class PrivateRedisServer:
                     assert self._process.poll() is None, f"redis-server exited:\n{log.read_text()}"
                     assert time.monotonic() < deadline, f"redis-server did not answer:\n{log.read_text()}"
                     time.sleep(0.01)
+
+    def freeze(self) -> None:
+        """SIGSTOP: it keeps its socket open, and what is sent to it waits there, unread."""
+        assert self._process is not None, "redis-server is not running"
+        self._process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT: it reads and runs what waited for it."""
+        assert self._process is not None, "redis-server is not running"
+        self._process.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL, as when its machine dies: no shutdown code runs."""

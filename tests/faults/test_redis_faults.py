@@ -21,7 +21,7 @@ from tests.contract.backends import (
 )
 from tests.contract.sessions import KEY, LEASE, admit, open_call
 from tests.e2e.processes import free_port
-from tests.faults.deployments import REFUSING_WRITES, PrivateRedis, Refusal, refusing_writes
+from tests.faults.deployments import REFUSING, REFUSING_WRITES, PrivateRedis, Refusal, refusing_writes
 from tests.waiting import eventually
 from turngate.service.core import (
     Admit,
@@ -33,7 +33,7 @@ from turngate.service.core import (
     TurnOutcome,
     TurnSettled,
 )
-from turngate.service.ports.store import StoreUnavailable
+from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
 from turngate.service.redis_url import RedisUrl
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.redis.connection import connect
@@ -204,18 +204,20 @@ async def test_a_projector_on_a_cluster_none_of_whose_nodes_answers_is_unavailab
         await ledger.dispose()
 
 
-@pytest.mark.parametrize(("topology", "refusal"), REFUSING_WRITES)
+@pytest.mark.parametrize(("topology", "refusal"), REFUSING)
 async def test_redis_refusing_writes_fails_the_apply_with_store_unavailable_and_writes_nothing(
     redis_server: PrivateRedis, store: RedisStore, keys: Keyspace, refusal: Refusal
 ) -> None:
-    """A replica after a failover, a Redis out of memory, a primary that lost its replicas: it
-    answers, but it will not write."""
+    """A replica after a failover (serving stale data, or not: MASTERDOWN), a Redis out of memory,
+    a primary that lost its replicas: it answers, but it will not write. Its refusal says the
+    script never ran: not applied, never of unknown outcome."""
     generation = (await admit(store, KEY, "t1")).generation
     before = await contents(redis_server, keys)
 
     async with refusing_writes(redis_server, refusal):
-        with pytest.raises(StoreUnavailable):
+        with pytest.raises(StoreUnavailable) as failed:
             await store.apply(KEY, open_call("t1", generation, "c1"))
+    assert not isinstance(failed.value, WriteOutcomeUnknown), failed.value
 
     assert await contents(redis_server, keys) == before
     assert [e.seq for e in (await store.apply(KEY, open_call("t1", generation, "c1"))).events] == [2]

@@ -8,6 +8,10 @@ with the same request, until it is answered: the service's writes are idempotent
 write that landed is acknowledged as that write. A refusal (a reason of the contract) is an answer:
 the runner gives up the turn and starts the next one. Nothing here sleeps for a guessed time
 except the short pause before a retry.
+
+A step whose answer shows that one of its failed attempts took effect (an admission replayed, a
+record or completion already recorded) while every failed attempt said "nothing was changed" was
+misled: the service promised what it did not know (docs/design.md §3.2).
 """
 
 from __future__ import annotations
@@ -52,6 +56,10 @@ CALL_TIMEOUT_S = 10.0
 RETRY_DELAY_S = 0.05
 # The tool call every turn opens and closes.
 CALL_ID = "c1"
+# The ErrorInfo reason of an UNAVAILABLE whose write may have taken effect: a failure, not a refusal.
+OUTCOME_UNKNOWN = "WRITE_OUTCOME_UNKNOWN"
+# What an UNAVAILABLE says when the service knows the write was not applied.
+NOTHING_CHANGED = "nothing was changed"
 R = TypeVar("R")
 
 # --- replicas ------------------------------------------------------------------------------
@@ -115,6 +123,7 @@ class Call:
     ended: float
     code: str
     reason: str = ""
+    details: str = ""
 
     @property
     def ok(self) -> bool:
@@ -122,12 +131,16 @@ class Call:
 
     @property
     def refused(self) -> bool:
-        return bool(self.reason)
+        return bool(self.reason) and self.reason != OUTCOME_UNKNOWN
 
     @property
     def failed(self) -> bool:
         """Not answered: the runner retries it."""
         return not self.ok and not self.refused
+
+    @property
+    def said_nothing_changed(self) -> bool:
+        return self.code == "UNAVAILABLE" and NOTHING_CHANGED in self.details
 
 
 class Write(NamedTuple):
@@ -161,6 +174,7 @@ class Runner:
     completed_at: list[float] = field(default_factory=list)
     abandoned: int = 0  # heartbeats answered ABANDON: the turn's admission was lost
     sent: int = 0
+    misled: list[list[Call]] = field(default_factory=list)  # steps told "nothing was changed" wrongly
 
     @property
     def key(self) -> SessionKey:
@@ -240,7 +254,7 @@ class Load:
             n += 1
             turn_id = f"t{n}"
             request = pb.AdmitTurnRequest(session=session, turn_id=turn_id, runner_id=runner_id)
-            admitted = await self._step(runner, "admit", _admitting(request))
+            admitted = await self._step(runner, "admit", _admitting(request), lambda reply: reply.replayed)
             if isinstance(admitted, Refused):
                 if previous is not None and admitted.active_turn_id == previous.turn_id:
                     # The turn this runner completed is active again: its completion was lost.
@@ -249,7 +263,9 @@ class Load:
                 continue
             lease = admitted.lease
             runner.told(Write("admitted", turn_id, lease.generation))
-            beat = await self._step(runner, "heartbeat", _heartbeating(pb.HeartbeatRequest(lease=lease)))
+            beat = await self._step(
+                runner, "heartbeat", _heartbeating(pb.HeartbeatRequest(lease=lease)), _shows_nothing
+            )
             if isinstance(beat, Refused) or beat.directive != pb.DIRECTIVE_CONTINUE:
                 runner.abandoned += 1
                 continue
@@ -262,7 +278,9 @@ class Load:
         """Opens the call and closes it; False if refused."""
         for status in (pb.TOOL_CALL_STATUS_OPEN, pb.TOOL_CALL_STATUS_SUCCEEDED):
             request = pb.RecordToolCallRequest(lease=lease, call_id=CALL_ID, name="search", status=status)
-            recorded = await self._step(runner, "tool_call", _recording(request))
+            recorded = await self._step(
+                runner, "tool_call", _recording(request), lambda reply: not reply.recorded
+            )
             if isinstance(recorded, Refused):
                 return False
             runner.told(Write("tool_call", lease.turn_id, lease.generation, status))
@@ -270,15 +288,24 @@ class Load:
 
     async def _complete(self, runner: Runner, lease: pb.TurnLease) -> bool:
         request = pb.CompleteTurnRequest(lease=lease, outcome=pb.TURN_OUTCOME_COMPLETED)
-        completed = await self._step(runner, "complete", _completing(request))
+        completed = await self._step(runner, "complete", _completing(request), _completed_before)
         if isinstance(completed, Refused):
             return False
         runner.told(Write("completed", lease.turn_id, lease.generation))
         runner.completed_at.append(time.monotonic())
         return True
 
-    async def _step(self, runner: Runner, step: str, send: Callable[[Client], Awaitable[R]]) -> R | Refused:
-        """The step's reply, or its refusal; a failure is retried (on the next replica)."""
+    async def _step(
+        self,
+        runner: Runner,
+        step: str,
+        send: Callable[[Client], Awaitable[R]],
+        done_before: Callable[[R], bool],
+    ) -> R | Refused:
+        """The step's reply, or its refusal; a failure is retried (on the next replica). A reply
+        that `done_before` says shows an earlier attempt's effect, after failures that all said
+        nothing was changed, is noted as misleading (`Runner.misled`)."""
+        failures: list[Call] = []
         while True:
             if self._stopping:
                 raise Stopping
@@ -290,20 +317,43 @@ class Load:
             except grpc.aio.AioRpcError as error:
                 refusal = refusal_of(error)
                 code = error.code().name
-                runner.calls.append(
-                    Call(
-                        runner.index, step, started, time.monotonic(), code, refusal.reason if refusal else ""
-                    )
+                call = Call(
+                    runner.index,
+                    step,
+                    started,
+                    time.monotonic(),
+                    code,
+                    refusal.reason if refusal else "",
+                    error.details() or "",
                 )
-                if refusal is not None:
+                runner.calls.append(call)
+                if call.refused:
+                    assert refusal is not None
                     return refusal
+                failures.append(call)
                 await asyncio.sleep(RETRY_DELAY_S)
                 continue
             runner.calls.append(Call(runner.index, step, started, time.monotonic(), "OK"))
+            if failures and done_before(reply) and all(call.said_nothing_changed for call in failures):
+                runner.misled.append(failures)
             return reply
 
 
 Send = Callable[[Client], Awaitable[R]]
+
+
+def _shows_nothing(_: pb.HeartbeatResponse) -> bool:
+    """A heartbeat writes no event: its answer does not tell whether an earlier attempt extended the lease."""
+    return False
+
+
+def _completed_before(reply: pb.CompleteTurnResponse) -> bool:
+    """Already settled by this runner as it asks, so by an earlier attempt of its own."""
+    turn = reply.turn
+    return not reply.recorded and (turn.settled_by, turn.outcome) == (
+        pb.SETTLED_BY_RUNNER,
+        pb.TURN_OUTCOME_COMPLETED,
+    )
 
 
 def _admitting(request: pb.AdmitTurnRequest) -> Send[pb.AdmitTurnResponse]:

@@ -433,6 +433,17 @@ class RedisCluster(_Topology):
                 return self._node_on(int(master[b"port"]))
         raise AssertionError(f"no shard serves slot {slot} of {key!r}")
 
+    async def hand_over(self, master: RedisProcess, replica: RedisProcess) -> None:
+        """`replica` takes over the slots of `master`, its master, in a manual failover (CLUSTER
+        FAILOVER, once every node agrees on the roles: the masters vote only for a replica they see
+        as one); returns once `master` says (ROLE) it is its replica, linked."""
+        await self.wait_until_settled()
+        await _replica_linked(replica, master)
+        await replica.query("CLUSTER", "FAILOVER")
+        await _wait_for(
+            f"{replica.port} to take over from {master.port}", lambda: _replica_linked(master, replica)
+        )
+
     async def flushall(self) -> None:
         """Empties every reachable master (their replicas follow), for tests sharing one cluster."""
         for member in await self.members():

@@ -147,6 +147,11 @@ class Failover:
     def refused(self) -> list[Call]:
         return [call for call in self.load.calls() if call.refused]
 
+    def misled(self) -> list[list[Call]]:
+        """The steps whose failed attempts all said "nothing was changed", though the step's answer
+        shows one of them took effect (load.py)."""
+        return [failures for runner in self.load.runners for failures in runner.misled]
+
     def served_again_s(self) -> float | None:
         return self.load.every_runner_succeeded_since(self.fault_at)
 
@@ -221,7 +226,8 @@ class Failover:
             f"old master back {self.returned_at - self.fault_at:.2f} s after the fault, rejoined as a "
             f"replica {self.rejoined_at - self.returned_at:.2f} s later{old_master}",
             f"calls: {len(calls)}, {sum(call.ok for call in calls)} acknowledged, {len(failed)} failed "
-            f"{dict(Counter(call.code for call in failed))} (slowest failure {slowest_failure:.2f} s; "
+            f"{dict(Counter(f'{c.code} {c.reason}'.strip() for c in failed))} "
+            f"(slowest failure {slowest_failure:.2f} s; "
             f"slowest success since the fault {slowest_success:.2f} s), {len(refused)} refused "
             f"{dict(Counter(call.reason for call in refused))}, "
             f"{sum(runner.abandoned for runner in self.load.runners)} heartbeats answered ABANDON",
@@ -231,7 +237,8 @@ class Failover:
             f"logs with gaps: {len(self.gaps())}; differing through a replica: {len(self.replica_differs)}; "
             f"completions missing from ListTurns: {len(self.listing_differs)}; sessions whose ledger "
             f"differs from their log: {len(self.ledger_differs)}; replica logs with a traceback: "
-            f"{self.tracebacks}",
+            f"{self.tracebacks}; steps told 'nothing was changed' of a write that took effect: "
+            f"{len(self.misled())}",
         ]
         if self.lost:
             lines.append(f"lost: {self.lost_described()}")
@@ -636,6 +643,16 @@ def assert_nothing_acknowledged_lost(run: Failover) -> None:
     assert not run.tracebacks, f"tracebacks in {run.tmp}: {run.tracebacks}"
 
 
+def assert_nothing_claimed_unchanged_took_effect(run: Failover) -> None:
+    """No step was told "nothing was changed" by every failed attempt when one of them took effect
+    (docs/design.md §3.2): a WAIT that confirmed too few replicas, a reply lost to the failover, is
+    WRITE_OUTCOME_UNKNOWN."""
+    misled = run.misled()
+    assert not misled, (
+        f"{len(misled)} steps told nothing was changed, wrongly; the first: {run.described(misled[0])[:3]}"
+    )
+
+
 def assert_the_watchdog_settled_each_expired_turn_once(run: Failover) -> None:
     assert run.expiring, "no expiring turn was admitted"
     assert any(turn.on_failed_shard for turn in run.expiring), "no expiring turn on the failed shard"
@@ -701,6 +718,12 @@ async def test_cluster_with_wait_acknowledges_no_write_while_the_failed_shard_ha
     assert not acknowledged, f"acknowledged without a replica: {run.described(acknowledged)}"
 
 
+async def test_cluster_failover_with_wait_never_says_nothing_changed_of_a_write_that_took_effect(
+    cluster_master_frozen_with_wait: Failover,
+) -> None:
+    assert_nothing_claimed_unchanged_took_effect(cluster_master_frozen_with_wait)
+
+
 async def test_cluster_watchdog_settles_expired_turns_on_every_shard_exactly_once_after_a_failover(
     cluster_master_frozen_with_wait: Failover,
 ) -> None:
@@ -744,6 +767,13 @@ async def test_sentinel_with_wait_acknowledges_no_write_while_the_new_primary_ha
     run = sentinel_primary_frozen_with_wait
     acknowledged = run.unreplicated_acknowledgements()
     assert not acknowledged, f"acknowledged without a replica: {run.described(acknowledged)}"
+
+
+async def test_sentinel_failover_with_wait_never_says_nothing_changed_of_a_write_that_took_effect(
+    sentinel_primary_frozen_with_wait: Failover, sentinel_split_brain_with_wait: Failover
+) -> None:
+    for run in (sentinel_primary_frozen_with_wait, sentinel_split_brain_with_wait):
+        assert_nothing_claimed_unchanged_took_effect(run)
 
 
 async def test_sentinel_watchdog_settles_expired_turns_exactly_once_after_a_failover(

@@ -2,9 +2,9 @@
 with a clock the test sets.
 
 It is a `CompareAndSetStore`, so it runs the real compare-and-set loop, listeners, observers and
-`before_write` seam; only the read and the conditional write are its own. Several `MemoryStore`s
-may share one `MemoryData` (`replica()`), as replicas share a database: each has its own
-listeners, so a commit made through one is not published by another's watch hub.
+`before_write` and `after_write` seams; only the read and the conditional write are its own.
+Several `MemoryStore`s may share one `MemoryData` (`replica()`), as replicas share a database:
+each has its own listeners, so a commit made through one is not published by another's watch hub.
 
 Used only by unit tests; the real stores keep their contract and end-to-end suites.
 """
@@ -16,7 +16,13 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 from turngate.service.core import Command, Event, Session, SessionKey
-from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable, Unrecorded
+from turngate.service.ports.store import (
+    Applied,
+    BeforeWrite,
+    StoreUnavailable,
+    Unrecorded,
+    WriteOutcomeUnknown,
+)
 from turngate.service.store.cas import CompareAndSetStore
 
 from .helpers import T0
@@ -121,6 +127,8 @@ class MemoryStore(CompareAndSetStore):
             deadline=decision.state.deadline(),
             turn_active=decision.state.turn_active,
         )
+        with _unavailable_on_failure(sent=True):
+            await self._after_write(key, command)
         return applied
 
     # --- the reads -----------------------------------------------------------------------------
@@ -209,8 +217,10 @@ class MemoryStore(CompareAndSetStore):
 
 
 @contextmanager
-def _unavailable_on_failure() -> Iterator[None]:
+def _unavailable_on_failure(*, sent: bool = False) -> Iterator[None]:
+    """The "database" failing, as the real stores classify it: once a write was `sent`, what
+    failed may be its reply (WriteOutcomeUnknown)."""
     try:
         yield
-    except _Unreachable as error:
-        raise StoreUnavailable(str(error)) from error
+    except OSError as error:  # _Unreachable, or a connection a test seam loses
+        raise (WriteOutcomeUnknown if sent else StoreUnavailable)(str(error)) from error

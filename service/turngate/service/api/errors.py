@@ -20,7 +20,7 @@ from grpc_status import rpc_status
 from turngate.service import core
 from turngate.service.api import convert
 from turngate.service.api.fields import InvalidArgument
-from turngate.service.ports.store import StoreContention, StoreUnavailable
+from turngate.service.ports.store import StoreContention, StoreUnavailable, WriteOutcomeUnknown
 from turngate.service.telemetry import traces
 from turngate.v1 import turngate_pb2 as pb
 
@@ -146,11 +146,26 @@ def unavailable(message: str) -> grpc.Status:
     return _status(code_pb2.UNAVAILABLE, message)
 
 
+def outcome_unknown() -> grpc.Status:
+    """For a write sent to the store whose reply, or replication, never came (docs/design.md §3.2)."""
+    info = error_details_pb2.ErrorInfo(reason=core.ErrorReason.WRITE_OUTCOME_UNKNOWN.name, domain=DOMAIN)
+    return _status(
+        code_pb2.UNAVAILABLE,
+        "store unavailable after the write was sent; it may have taken effect: "
+        "send the same request again to learn what it did",
+        info,
+    )
+
+
 def for_exception(error: Exception) -> grpc.Status:
-    """The status for an exception escaping a handler; never a traceback to the caller."""
+    """The status for an exception escaping a handler; never a traceback to the caller. Only what
+    is known is promised: "nothing was changed" where the store says so."""
     match error:
         case InvalidArgument():
             return bad_request(error)
+        case WriteOutcomeUnknown():
+            log.warning("a write's outcome is unknown: %s", error)
+            return outcome_unknown()
         case StoreUnavailable():
             return unavailable("store unavailable; nothing was changed, retry")
         case StoreContention():
@@ -158,7 +173,7 @@ def for_exception(error: Exception) -> grpc.Status:
                 code_pb2.ABORTED, "too much contention on this session; nothing was changed, retry"
             )
     log.exception("unexpected error in handler", exc_info=error)
-    return _status(code_pb2.INTERNAL, "internal error; nothing was changed")
+    return _status(code_pb2.INTERNAL, "internal error; whether the request took effect is unknown")
 
 
 _Self = TypeVar("_Self")

@@ -15,7 +15,13 @@ from turngate.service.core import Command, Decision, Event, Session, SessionKey
 
 
 class StoreUnavailable(Exception):
-    """The store could not be reached or failed mid-operation; nothing was written."""
+    """The store could not be reached, refused, or failed before a write could take effect:
+    nothing was written. Its subclass `WriteOutcomeUnknown` is the one exception."""
+
+
+class WriteOutcomeUnknown(StoreUnavailable):
+    """The write was sent, and its reply (or its replicas' confirmation) never came: it may have
+    taken effect. The same request sent again answers what it did (docs/design.md §3.2)."""
 
 
 class StoreContention(Exception):
@@ -48,6 +54,9 @@ CommitListener = Callable[[SessionKey, Decision], None]
 Observer = Callable[[SessionKey, Applied], None]
 # Test seam: awaited between reading the document and writing the new one, to force interleavings.
 BeforeWrite = Callable[[SessionKey, Command], Awaitable[None]]
+# Test seam: awaited once a write has been made, before the caller is answered; what it raises is
+# a failure of the write's reply (an OSError: the connection lost with the reply).
+AfterWrite = Callable[[SessionKey, Command], Awaitable[None]]
 
 
 class Store(Protocol):

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingErr
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from turngate.service.ports.store import StoreUnavailable
+from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
 
 SqliteSynchronous = Literal["NORMAL", "FULL"]
 
@@ -26,6 +26,8 @@ POSTGRES_CONNECT_TIMEOUT_S = 5.0
 
 # PostgreSQL's SQLSTATE for a relation that does not exist.
 _UNDEFINED_TABLE = "42P01"
+# SQLSTATEs of a connection lost (class 08) or shut down by the server (57P01-57P05): not an answer.
+_CONNECTION_LOST = ("08", "57P")
 
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 # The synchronous level each SQLite engine of make_engine configures its connections with.
@@ -101,8 +103,10 @@ def sqlite_file_connector(engine: AsyncEngine) -> Callable[[], sqlite3.Connectio
 
 
 @contextmanager
-def unavailable_on_failure() -> Iterator[None]:
-    """Turns the database failing or being unreachable into StoreUnavailable.
+def unavailable_on_failure(*, sent: bool = False) -> Iterator[None]:
+    """Turns the database failing or being unreachable into StoreUnavailable; once a write was
+    `sent` (its COMMIT), into WriteOutcomeUnknown, unless the database answered it with an error
+    (it rolled the transaction back: nothing was applied).
 
     Errors that mean a bug or a bad schema (integrity, programming, data) propagate as they are,
     except a table that does not exist yet: the database has not been migrated (SQLite reports it
@@ -117,5 +121,19 @@ def unavailable_on_failure() -> Iterator[None]:
     except (IntegrityError, DataError):
         raise
     except (DBAPIError, PoolTimeout, OSError, TimeoutError) as exc:
+        kind = WriteOutcomeUnknown if sent and not _rolled_back(exc) else StoreUnavailable
         # SQLAlchemy appends the statement and a help link on later lines: keep the cause only.
-        raise StoreUnavailable(f"database unavailable: {str(exc).splitlines()[0]}") from exc
+        raise kind(f"database unavailable: {str(exc).splitlines()[0]}") from exc
+
+
+def _rolled_back(error: BaseException) -> bool:
+    """Whether the database answered with an error, so the transaction it ended was rolled back:
+    PostgreSQL replied with an SQLSTATE over a connection still whole, other than a lost connection
+    (class 08, which asyncpg reports itself) or a server shutting the connection down (57P); SQLite
+    failed with anything but an I/O error (which may come after its WAL frames were written)."""
+    if not isinstance(error, DBAPIError) or error.connection_invalidated:
+        return False
+    if isinstance(error.orig, sqlite3.Error):
+        return (getattr(error.orig, "sqlite_errorcode", 0) & 0xFF) != sqlite3.SQLITE_IOERR
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    return isinstance(sqlstate, str) and not sqlstate.startswith(_CONNECTION_LOST)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from turngate.service.core import Command, Decision, Session, SessionKey, decide
 from turngate.service.ports.store import (
+    AfterWrite,
     Applied,
     BeforeWrite,
     CommitListener,
@@ -35,11 +36,15 @@ class CompareAndSetStore(Store, ABC):
     """`apply` = read, decide, write only if the version is unchanged; retry on a lost race.
 
     `before_write`, when set, is awaited after a decision that changes something and before it
-    is written, so tests can make other writers win the race.
+    is written, so tests can make other writers win the race. `after_write`, when set, is awaited
+    once a write has been made (the script ran, the COMMIT returned) and before the caller is
+    answered, so tests can lose its reply: whatever it raises fails the apply as a failure of the
+    reply would.
     """
 
     def __init__(self, *, before_write: BeforeWrite | None, max_attempts: int) -> None:
         self.before_write = before_write
+        self.after_write: AfterWrite | None = None
         self._max_attempts = max_attempts
         self._listeners: list[CommitListener] = []
         self._observers: list[Observer] = []
@@ -111,6 +116,10 @@ class CompareAndSetStore(Store, ABC):
     async def _before_write(self, key: SessionKey, command: Command) -> None:
         if self.before_write is not None:
             await self.before_write(key, command)
+
+    async def _after_write(self, key: SessionKey, command: Command) -> None:
+        if self.after_write is not None:
+            await self.after_write(key, command)
 
     def add_listener(self, listener: CommitListener) -> None:
         self._listeners.append(listener)

@@ -107,8 +107,11 @@ class SqlStore(CompareAndSetStore):
                 return applied
             await self._before_write(key, command)
             try:
-                async with conn.begin():
+                async with conn.begin() as transaction:
                     await self._write(conn, key, row.version, applied.decision, row.now)
+                    with unavailable_on_failure(sent=True):
+                        await transaction.commit()
+                        await self._after_write(key, command)
             except _Conflict:
                 return None
         return applied
@@ -147,12 +150,17 @@ class SqlStore(CompareAndSetStore):
         the decision is made in one batch and written in a later one, if the version is still the
         one decided on, so the hook runs between them with no lock held, as on PostgreSQL."""
         if self.before_write is None:
-            return await writer.run(partial(self._decide_and_write, key, command))
-        applied, version = await writer.run(partial(self._decide_only, key, command))
-        if not applied.decision.changed:
-            return applied
-        await self._before_write(key, command)
-        return await writer.run(partial(self._write_decided, key, version, applied))
+            written = await writer.run(partial(self._decide_and_write, key, command))
+        else:
+            applied, version = await writer.run(partial(self._decide_only, key, command))
+            if not applied.decision.changed:
+                return applied
+            await self._before_write(key, command)
+            written = await writer.run(partial(self._write_decided, key, version, applied))
+        if written is not None and written.decision.changed:
+            with unavailable_on_failure(sent=True):
+                await self._after_write(key, command)
+        return written
 
     def _read_sqlite(self, conn: sqlite3.Connection, key: SessionKey) -> tuple[Session, int | None]:
         row = conn.execute(_SQLITE_READ, (key.project_id, key.session_id)).fetchone()

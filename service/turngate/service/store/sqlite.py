@@ -10,7 +10,9 @@ order. Two trips between threads per batch, whatever its size.
 
 * A piece that raises is rolled back to its savepoint alone and its caller gets the error; the
   others commit. If SQLite ended the whole transaction itself (a full disk, an I/O error), or the
-  BEGIN or the COMMIT fails, nothing of the batch was written and every caller gets the error.
+  BEGIN or the COMMIT fails, nothing of the batch was written and every caller gets the error;
+  but a COMMIT that fails with an I/O error may have written its WAL frames first, so its callers
+  are told the outcome is unknown (WriteOutcomeUnknown).
 * Other connections to the file (another replica or store, `turngate migrate`): the transaction
   begins deferred, so the batch reads and decides, and its first write takes the write lock, at
   once when nobody else has it. When another connection has it, or wrote since the batch began to
@@ -44,6 +46,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement, Executable
 
 from turngate.service.ports.store import StoreUnavailable
+from turngate.service.sql.engine import unavailable_on_failure
 
 # The most pieces one transaction takes: bounds how long the write lock is held at once (and so
 # how long another process waits for it) and how much one failed commit fails.
@@ -177,6 +180,7 @@ class SqliteWriter:
         """The batch in one transaction begun with `begin`; raises _LockTaken when a deferred one
         could not take the write lock."""
         deferred = begin == "BEGIN"
+        committing = False
         try:
             conn.execute(begin)
         except sqlite3.Error as error:
@@ -191,12 +195,13 @@ class SqliteWriter:
                 return [
                     o if o.error is not None else _Outcome(error=StoreUnavailable(gone)) for o in outcomes
                 ]
+            committing = True
             conn.execute("COMMIT")
         except sqlite3.Error as error:
             _roll_back(conn)
             if deferred and _busy(error):
                 raise _LockTaken from error
-            return [_Outcome(error=_wrapped(error)) for _ in batch]
+            return [_Outcome(error=_commit_failed(error) if committing else _wrapped(error)) for _ in batch]
         self.transactions += 1
         self.pieces += sum(o.error is None for o in outcomes)
         return outcomes
@@ -242,6 +247,17 @@ def _wrapped(error: sqlite3.Error) -> BaseException:
     """sqlite3's error as SQLAlchemy raises it (OperationalError, IntegrityError…); one per
     caller, so that no two callers raise (and add their tracebacks to) the same exception."""
     return DBAPIError.instance(None, None, error, sqlite3.Error)
+
+
+def _commit_failed(error: sqlite3.Error) -> BaseException:
+    """A failed COMMIT as each caller gets it: classified as the engine's failures are once a write
+    was sent (engine.unavailable_on_failure): an I/O error may come after the WAL frames were
+    written, so whether the batch took effect is unknown; any other error rolled it back."""
+    try:
+        with unavailable_on_failure(sent=True):
+            raise _wrapped(error)
+    except StoreUnavailable as failure:
+        return failure
 
 
 def _deliver(batch: Sequence[_Job[Any]], outcomes: Sequence[_Outcome]) -> None:

@@ -19,7 +19,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
-from turngate.service.ports.store import StoreUnavailable
+from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
 from turngate.service.redis_url import RedisUrl
 
 Client: TypeAlias = Redis | RedisCluster
@@ -92,51 +92,102 @@ def _credentials(where: RedisUrl) -> dict[str, Any]:
     return found
 
 
-# What a failover, a frozen or unreachable node, or a node still loading looks like from here:
-# the store is unavailable (the call may be retried), never an internal error.
-UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
-    redis_errors.ConnectionError,
-    redis_errors.TimeoutError,
+# Replies of a node that did not run the command it answers: a replica (READONLY, or MASTERDOWN
+# while it has no primary), a node still loading its data (LOADING, raised as a connection error),
+# busy with a script (BUSY), out of memory (OOM), unable to persist (MISCONF), with fewer good
+# replicas than min-replicas-to-write asks for (NOREPLICAS), a cluster node that does not serve the
+# slot or the cluster (MOVED, ASK, TRYAGAIN, CLUSTERDOWN), or a cluster client that found no node for
+# it or followed redirects until it gave up. What such a reply answers was not applied.
+REFUSED_ERRORS: tuple[type[BaseException], ...] = (
     redis_errors.ReadOnlyError,
     redis_errors.OutOfMemoryError,
-    redis_errors.ClusterError,
+    redis_errors.BusyLoadingError,
+    redis_errors.ClusterDownError,
     redis_errors.AskError,
     redis_errors.TryAgainError,
     redis_errors.SlotNotCoveredError,
+    redis_errors.MaxConnectionsError,
+)
+# The same refusals where redis-py has no class for them: the reply's first word.
+_REFUSED_CODES = ("NOREPLICAS", "BUSY", "MISCONF")
+# What a failover, a frozen or unreachable node, or a lost connection looks like from here: the
+# call may or may not have reached Redis. Also UNBLOCKED, the reply to a blocking command (WAIT, a
+# blocking XREAD) whose node turned replica under it: what preceded it may have been applied.
+LOST_ERRORS: tuple[type[BaseException], ...] = (
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.ClusterError,
     OSError,
 )
-# Replies of a server that answers but refuses writes, which redis-py raises as a plain
-# ResponseError: fewer good replicas than min-replicas-to-write asks for (a primary that lost its
-# replicas, with the `min-replicas-to-write 1` the README asks for).
-_REFUSING_WRITES = ("NOREPLICAS ",)
+_LOST_CODES = ("UNBLOCKED",)
+# Either kind: Redis unavailable, never a mistake of the caller's (the watch feed's reconnects).
+UNAVAILABLE_ERRORS = (*REFUSED_ERRORS, *LOST_ERRORS)
+
+
+def failure(error: BaseException, *, sent: bool) -> type[StoreUnavailable] | None:
+    """What `error` means for a call whose write had (`sent`) or had not left for Redis: the one
+    classifier of Redis failures (docs/decisions.md, "Unavailable: not applied, or outcome
+    unknown"). StoreUnavailable when nothing was applied (a refusal, or nothing sent);
+    WriteOutcomeUnknown when the write may have been; None when `error` is not Redis failing (a
+    bug, raised as it is). redis-py raises some refusals as others: a Sentinel-managed connection
+    a ReadOnlyError as a ConnectionError (the previous master is now a replica), a cluster client
+    the failure of its last node as a RedisClusterException; their causes are looked at too."""
+    if any(_refused(link) for link in _links(error)):
+        return StoreUnavailable
+    if any(_lost(link) for link in _links(error)):
+        return WriteOutcomeUnknown if sent else StoreUnavailable
+    return None
+
+
+def _links(error: BaseException) -> Iterator[BaseException]:
+    """`error`, what it was raised from, and what a redis-py connection error was raised while
+    handling (how redis-py wraps a reply it turns into a connection error)."""
+    visited: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in visited:
+        visited.add(id(link))
+        yield link
+        wrapped = isinstance(link, (redis_errors.ConnectionError, redis_errors.RedisClusterException))
+        link = link.__cause__ or (link.__context__ if wrapped else None)
+
+
+def _refused(error: BaseException) -> bool:
+    if isinstance(error, REFUSED_ERRORS):
+        return True
+    return isinstance(error, redis_errors.ResponseError) and _code(error) in _REFUSED_CODES
+
+
+def _lost(error: BaseException) -> bool:
+    if isinstance(error, LOST_ERRORS):
+        return True
+    if isinstance(error, redis_errors.ResponseError):
+        return _code(error) in _LOST_CODES
+    return isinstance(error, AttributeError) and _lost_under_redis_py(error)
+
+
+def _code(error: redis_errors.ResponseError) -> str:
+    """A reply's error code (its first word); redis-py strips it from the replies it has a class for."""
+    return str(error).split(" ", 1)[0]
 
 
 def unavailable(error: BaseException) -> bool:
-    """Whether `error` is Redis being unavailable (see UNAVAILABLE_ERRORS), not a mistake: also a
-    server refusing writes with a reply redis-py has no class for, and a cluster client that found
-    no node answering (it raises RedisClusterException, from the last node's connection error)."""
-    if isinstance(error, UNAVAILABLE_ERRORS):
-        return True
-    if isinstance(error, redis_errors.RedisClusterException):
-        return isinstance(error.__cause__, UNAVAILABLE_ERRORS)
-    if isinstance(error, redis_errors.ResponseError):
-        return str(error).startswith(_REFUSING_WRITES)
-    return False
+    """Whether `error` is Redis being unavailable, not a mistake (for callers that write nothing)."""
+    return failure(error, sent=False) is not None
 
 
 @contextmanager
-def unavailable_on_failure() -> Iterator[None]:
-    """Redis unreachable, timing out, failing over, still loading its data, or refusing writes (a
-    replica after a failover, out of memory, a primary without its replicas): the store is
-    unavailable."""
+def unavailable_on_failure(*, sent: bool = False) -> Iterator[None]:
+    """Redis failing the block, as `failure` classifies it: raised as StoreUnavailable (nothing
+    applied) or, once a write was `sent`, WriteOutcomeUnknown where it may have been applied."""
     try:
         yield
-    except Exception as exc:
-        if unavailable(exc):
-            raise StoreUnavailable(f"redis unavailable: {exc}") from exc
-        if isinstance(exc, AttributeError) and _lost_under_redis_py(exc):
-            raise StoreUnavailable(f"redis unavailable: a connection closed under the call ({exc})") from exc
+    except StoreUnavailable:
         raise
+    except Exception as exc:
+        kind = failure(exc, sent=sent)
+        if kind is None:
+            raise
+        raise kind(f"redis unavailable: {exc}") from exc
 
 
 def _lost_under_redis_py(error: AttributeError) -> bool:

@@ -263,7 +263,7 @@ class Outbox:
                     pipe.execute_command(*command)
                 replies = await pipe.execute()
         if confirm:
-            self._replication.check(int(replies[-1]), "the logs read")
+            self._replication.check(replies[len(ranges) :], "the logs read", wrote=False)
         return cast(list[LogEntries], replies[: len(ranges)])
 
     async def deliveries(self, entries: Sequence[Entry]) -> int:

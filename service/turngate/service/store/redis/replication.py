@@ -8,9 +8,11 @@ write the primary had taken until then.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from turngate.service.ports.store import StoreUnavailable
+from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
 
 Command = tuple[str | int, ...]
 
@@ -33,12 +35,21 @@ class Replication:
             return []
         return [*([("SET", mark, 1)] if mark is not None else []), ("WAIT", self.replicas, self.timeout_ms)]
 
-    def check(self, confirmed: int, what: str) -> None:
-        """StoreUnavailable unless WAIT's reply `confirmed` reaches `replicas`: what only the
-        primary holds may be lost by a failover, so it is not acknowledged (a retry then finds it
-        written, or not, and answers accordingly)."""
+    def check(self, replies: Sequence[Any], what: str, *, wrote: bool) -> None:
+        """Nothing unless the replies of `commands` confirm that `replicas` have what preceded them:
+        what only the primary holds may be lost by a failover, so it is not acknowledged. What
+        `wrote` is then of unknown outcome (WriteOutcomeUnknown: it took effect on the primary, and
+        a retry finds it there or not); a call that wrote nothing is unavailable (StoreUnavailable).
+        A confirmation Redis failed (UNBLOCKED: its node turned replica under the WAIT) is the same
+        shortfall."""
+        if not self.replicas:
+            return
+        kind = WriteOutcomeUnknown if wrote else StoreUnavailable
+        if failed := next((reply for reply in replies if isinstance(reply, Exception)), None):
+            raise kind(f"{what}: its replication was not confirmed: {failed}") from failed
+        confirmed = int(replies[-1])
         if confirmed < self.replicas:
-            raise StoreUnavailable(
+            raise kind(
                 f"{what}: only {confirmed} of {self.replicas} replicas confirmed it "
                 f"within {self.timeout_ms} ms"
             )

@@ -4,17 +4,18 @@ Coordination only; the durable history is the SQL ledger, fed from the outbox by
 Every command is one run of a small generic compare-and-set script (cas.lua), loaded again
 after NOSCRIPT: one round trip when this replica already knows the session's current document.
 
-It decides against the document and version it last saw (a session it never saw is taken to be
-new) at an estimate of Redis `TIME` that is never behind it (`_StoreClock`), so a decision is
-never stamped before the request that asked for it; and, on one server or behind Sentinel, it
-decides only once it holds the connection the script goes out on, so nothing but that trip lies
-between the decision and the script. The script confirms the decision atomically, with the write
-or, for a decision that changed nothing, alone: the version must be unchanged, and the epoch (a
-document Redis lost and wrote again may reach the same version), `TIME` must lie in the
-decision's clock window (`core.clock_window`: no deadline or expiry passed, or was anticipated,
-between the decision and the write; I8) and the decision's `now` within
-[TIME - BEHIND_LIMIT_US, TIME + AHEAD_LIMIT_US] (I10: like a SQL store's read, a decision is as
-of the store's clock when it was taken). Otherwise nothing is written, the script returns the
+It decides against the document and version it last saw (a session it never saw is taken to be new)
+at an estimate of Redis `TIME` that is never behind it (`_StoreClock`), so a decision is never
+stamped before the request that asked for it; and it decides only once it holds the connection the
+script goes out on (to the master of the session's slot, on a cluster), so nothing but that trip
+lies between the decision and the script, and a failure is known to have come before the script
+left, or after (then the write's outcome is unknown: connection.failure). The script confirms the
+decision atomically, with the write or, for a decision that changed nothing, alone: the version
+must be unchanged, and the epoch (a document Redis lost and wrote again may reach the same
+version), `TIME` must lie in the decision's clock window (`core.clock_window`: no deadline or
+expiry passed, or was anticipated, between the decision and the write; I8) and the decision's `now`
+within [TIME - BEHIND_LIMIT_US, TIME + AHEAD_LIMIT_US] (I10: like a SQL store's read, a decision is
+as of the store's clock when it was taken). Otherwise nothing is written, the script returns the
 current document and `TIME`, and the decision is taken again on them.
 """
 
@@ -40,7 +41,6 @@ from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.redis.connection import Client, unavailable_on_failure
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, member, session_of
 from turngate.service.store.redis.replication import NO_REPLICATION, Replication
-from turngate.service.store.redis.replication import Command as ReplicationCommand
 
 _CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
 _UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
@@ -111,23 +111,39 @@ async def _run_cas(
     connection: AbstractConnection,
     keys: list[str],
     args: list[str | int | bytes],
-    after: Sequence[tuple[str | int, ...]] = (),
+    after: Sequence[tuple[str | int, ...]],
+    *,
+    writes: bool,
 ) -> list[Any]:
     """cas.lua's reply on `connection`, then the replies of the commands `after` it (sent in the
-    same round trip), loading the script first if Redis lost it (a restart, a SCRIPT FLUSH)."""
+    same round trip; a reply Redis failed is its exception), loading the script first if Redis lost
+    it (a restart, a SCRIPT FLUSH). Once a script that `writes` is on its way, a failure may leave
+    the write applied: its outcome is unknown (connection.failure)."""
     evalsha = ("EVALSHA", _CAS_SHA, len(keys), *keys, *args)
-    for _ in range(2):
-        await connection.send_packed_command(connection.pack_commands([evalsha, *after]))
-        try:
-            reply = await connection.read_response()
-        except redis_errors.NoScriptError:
-            for _ in after:
-                await connection.read_response()
+    with unavailable_on_failure():  # nothing has left yet: a connection refused applied nothing
+        await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    with unavailable_on_failure(sent=writes):
+        for _ in range(2):
+            await connection.send_packed_command(connection.pack_commands([evalsha, *after]))
+            replies = [await _reply(connection) for _ in range(1 + len(after))]
+            if not isinstance(replies[0], redis_errors.NoScriptError):
+                break
             await connection.send_command("SCRIPT", "LOAD", _CAS)
             await connection.read_response()
-            continue
-        return [reply, *[await connection.read_response() for _ in after]]
-    raise StoreUnavailable("the compare-and-set script could not be loaded")
+        else:
+            raise StoreUnavailable("the compare-and-set script could not be loaded")
+        if isinstance(replies[0], Exception):
+            raise replies[0]
+        return replies
+
+
+async def _reply(connection: AbstractConnection) -> Any:
+    """The next reply on `connection`; an error reply as its exception, so the replies after it
+    are read too."""
+    try:
+        return await connection.read_response()
+    except redis_errors.ResponseError as error:
+        return error
 
 
 @asynccontextmanager
@@ -169,29 +185,37 @@ class RedisStore(CompareAndSetStore):
         return unavailable_on_failure()
 
     async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
-        """One decide-and-confirm; None when the version or the clock was off (both now corrected)."""
+        """One decide-and-confirm; None when the version or the clock was off (both now corrected),
+        or when a cluster node said another serves the session now (MOVED: nothing was run)."""
         version, state = self._known.get(key, (0, Session()))
         if not self._clock.calibrated:
             await self.now()
-        async with self._connection_in_hand() as connection:
-            now = self._clock.now()
-            applied = self._decide(state, command, now)
-            decision = applied.decision
-            if decision.changed:
-                await self._before_write(key, command)
-            window = _bounds(clock_window(state, now))
-            args = [
-                version,
-                decision.state.epoch,
-                now,
-                BEHIND_LIMIT_US,
-                AHEAD_LIMIT_US,
-                *window,
-                *self._change(key, decision),
-            ]
-            sent = _monotonic_us()
-            reply = await self._compare_and_set(connection, key, args, writes=decision.changed)
-            self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
+        try:
+            async with self._connection_in_hand(key) as connection:
+                now = self._clock.now()
+                applied = self._decide(state, command, now)
+                decision = applied.decision
+                if decision.changed:
+                    await self._before_write(key, command)
+                window = _bounds(clock_window(state, now))
+                args = [
+                    version,
+                    decision.state.epoch,
+                    now,
+                    BEHIND_LIMIT_US,
+                    AHEAD_LIMIT_US,
+                    *window,
+                    *self._change(key, decision),
+                ]
+                sent = _monotonic_us()
+                reply = await self._compare_and_set(connection, key, command, args, writes=decision.changed)
+                self._clock.observe(_now(reply[1:3]), sent, _monotonic_us())
+        except StoreUnavailable as unavailable:
+            if not isinstance(moved := unavailable.__cause__, redis_errors.MovedError):
+                raise
+            # The slot has a new master (a failover): this attempt goes there instead.
+            await cast(RedisCluster, self.client).nodes_manager.move_slot(moved)
+            return None
         if reply[0]:
             self._remember(key, version + 1 if decision.changed else version, decision.state)
             return applied
@@ -200,13 +224,29 @@ class RedisStore(CompareAndSetStore):
         return None
 
     @asynccontextmanager
-    async def _connection_in_hand(self) -> AsyncIterator[AbstractConnection | None]:
-        """On one server or behind Sentinel, a connection of the pool, connected, held until the
-        block ends (decided with it in hand, only the trip to Redis separates `now` from TIME); on
-        a cluster, None: the script goes through the cluster client, which follows MOVED."""
-        if isinstance(self.client, RedisCluster):
-            yield None
+    async def _connection_in_hand(self, key: SessionKey) -> AsyncIterator[AbstractConnection]:
+        """A connection to the master that holds `key`'s session (the slot's master on a cluster),
+        held until the block ends: a decision made with it in hand has only the trip to Redis
+        between its `now` and TIME, and what it sends is known to have left, or not
+        (connection.failure)."""
+        if not isinstance(self.client, RedisCluster):
+            async with self._pooled_connection() as connection:
+                yield connection
             return
+        node = self.client.get_node_from_key(self.keys.doc(key))
+        if node is None:
+            raise StoreUnavailable(f"{key}: no node serves its slot")
+        connection = node.acquire_connection()
+        try:
+            async with _discarded_on_failure(connection):
+                yield connection
+        finally:
+            node.release(connection)
+
+    @asynccontextmanager
+    async def _pooled_connection(self) -> AsyncIterator[AbstractConnection]:
+        """A connection of the pool of one server, or of the Sentinel-managed primary, connected."""
+        assert not isinstance(self.client, RedisCluster)
         pool = self.client.connection_pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         try:
@@ -217,8 +257,9 @@ class RedisStore(CompareAndSetStore):
 
     async def _compare_and_set(
         self,
-        connection: AbstractConnection | None,
+        connection: AbstractConnection,
         key: SessionKey,
+        command: Command,
         args: list[str | int | bytes],
         *,
         writes: bool,
@@ -226,39 +267,15 @@ class RedisStore(CompareAndSetStore):
         """The script's reply, confirmed by the replicas `replication` asks for. A decision that
         changes nothing is confirmed so too (`replication`'s mark): it may answer from an earlier
         attempt's write that no replica has yet."""
-        keys = self._keys_of(key)
         mark = None if writes else self.keys.replication_mark(self.keys.bucket(key))
         confirm = self._replication.commands(mark)
-        if connection is not None:
-            reply, *after = await _run_cas(connection, keys, args, confirm)
-        elif confirm:
-            reply, *after = await self._run_cas_on_owner(key, args, confirm)
-        else:
-            return await self._cas(keys=keys, args=args)
-        if confirm and reply[0]:
-            self._replication.check(int(after[-1]), str(key))
+        reply, *confirmed = await _run_cas(connection, self._keys_of(key), args, confirm, writes=writes)
+        if reply[0] and writes:
+            with unavailable_on_failure(sent=True):
+                await self._after_write(key, command)
+        if reply[0]:
+            self._replication.check(confirmed, str(key), wrote=writes)
         return reply
-
-    async def _run_cas_on_owner(
-        self, key: SessionKey, args: list[str | int | bytes], after: list[ReplicationCommand]
-    ) -> list[Any]:
-        """The script and `after` on one connection to the master of the session's slot: a
-        cluster client's pipeline runs no scripts and would send WAIT to any node."""
-        cluster = cast(RedisCluster, self.client)
-        keys = self._keys_of(key)
-        node = cluster.get_node_from_key(keys[0])
-        if node is None:
-            raise StoreUnavailable(f"{key}: no node serves its slot")
-        connection = node.acquire_connection()
-        try:
-            async with _discarded_on_failure(connection):
-                return await _run_cas(connection, keys, args, after)
-        except redis_errors.MovedError as moved:
-            # The slot has a new master (a failover): the next call goes there.
-            await cluster.nodes_manager.move_slot(moved)
-            raise StoreUnavailable(f"redis unavailable: {moved}") from moved
-        finally:
-            node.release(connection)
 
     def _change(self, key: SessionKey, decision: Decision) -> list[str | int | bytes]:
         """The script's arguments after the clock window: the new document, its deadline, whether a
@@ -314,12 +331,16 @@ class RedisStore(CompareAndSetStore):
 
     async def now(self) -> int:
         with unavailable_on_failure():
-            # Timed with the connection in hand, so that connecting does not loosen the estimate.
-            async with self._connection_in_hand() as connection:
+            # On one server or behind Sentinel, timed with a connection in hand, so that connecting
+            # does not loosen the estimate.
+            if isinstance(self.client, RedisCluster):
+                # Learning the topology first (once), so the trip timed is TIME's alone.
+                await self.client.initialize()
                 sent = _monotonic_us()
-                if connection is None:
-                    store_now = _now(await self.client.time())
-                else:
+                store_now = _now(await self.client.time())
+            else:
+                async with self._pooled_connection() as connection:
+                    sent = _monotonic_us()
                     await connection.send_command("TIME")
                     store_now = _now(await connection.read_response())
         self._clock.observe(store_now, sent, _monotonic_us())

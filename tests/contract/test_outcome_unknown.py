@@ -1,0 +1,222 @@
+"""Two kinds of unavailability, on every store (docs/design.md §3.2): a failure before the write
+left ("not applied": StoreUnavailable, nothing changed) and one after it left, its reply lost
+("outcome unknown": WriteOutcomeUnknown, the write may have taken effect). The reply is lost by
+the stores' `after_write` seam, which fails the apply where a lost connection would: after the
+script was sent (Redis) or the COMMIT returned (SQL). Every mutating command is then sent again,
+as a caller does after WRITE_OUTCOME_UNKNOWN, and answers what the first call did.
+
+Real faults that lose replies (a WAIT that cannot be met, a frozen Redis, a PostgreSQL connection
+cut after its COMMIT, a node demoted under a WAIT) are in tests/faults/test_outcome_unknown.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import pytest
+
+from tests.contract.backends import ContractStore
+from tests.contract.sessions import KEY, LEASE, SECOND, admit, enqueue
+from tests.seams import losing_a_reply, refusing_before_writing
+from turngate.service.core import (
+    Admit,
+    Admitted,
+    Cancel,
+    Cancelled,
+    Command,
+    Complete,
+    CompleteReply,
+    Directive,
+    Event,
+    Heartbeat,
+    HeartbeatReply,
+    InteractionReply,
+    InteractionStatus,
+    RecordInteraction,
+    RecordToolCall,
+    Reply,
+    ResolveInteraction,
+    Resumed,
+    ResumeQueue,
+    SessionKey,
+    SettledBy,
+    ToolCallReply,
+    ToolCallStatus,
+    TurnOutcome,
+)
+from turngate.service.core.model import Session
+from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
+
+MEMORY = 600 * SECOND
+
+
+@dataclass(frozen=True)
+class Retried:
+    """A mutating command whose first call's reply is lost: `prepare` brings the session to where
+    it applies, `command` makes it, and `answered` checks the retry's reply against the session as
+    the first call left it."""
+
+    name: str
+    prepare: Callable[[ContractStore], Awaitable[Admitted]]
+    command: Callable[[Admitted], Command]
+    answered: Callable[[Reply, Session, Admitted], None]
+
+
+async def running(store: ContractStore) -> Admitted:
+    return await admit(store, KEY, "t1")
+
+
+async def asking(store: ContractStore) -> Admitted:
+    lease = await running(store)
+    await store.apply(KEY, RecordInteraction("t1", lease.generation, "i1", "approval"))
+    return lease
+
+
+async def paused(store: ContractStore) -> Admitted:
+    lease = await running(store)
+    await store.apply(KEY, enqueue("t2"))
+    await store.apply(KEY, Complete("t1", lease.generation, TurnOutcome.FAILED))
+    return lease
+
+
+def admitted_again(reply: Reply, state: Session, _: Admitted) -> None:
+    assert isinstance(reply, Admitted)
+    assert reply.replayed, "replayed: an earlier call admitted it"
+    assert state.active is not None
+    assert (reply.turn_id, reply.generation) == (state.active.turn_id, state.active.generation)
+
+
+def continued(reply: Reply, state: Session, _: Admitted) -> None:
+    assert isinstance(reply, HeartbeatReply)
+    assert reply.directive is Directive.CONTINUE
+    assert state.active is not None
+
+
+def call_recorded(reply: Reply, state: Session, _: Admitted) -> None:
+    assert isinstance(reply, ToolCallReply)
+    assert not reply.recorded, "not recorded again: an earlier call did"
+    assert reply.call.status is ToolCallStatus.SUCCEEDED
+
+
+def interaction_recorded(reply: Reply, state: Session, _: Admitted) -> None:
+    assert isinstance(reply, InteractionReply)
+    assert not reply.recorded
+    assert reply.interaction.status is InteractionStatus.PENDING
+
+
+def resolved(reply: Reply, state: Session, _: Admitted) -> None:
+    assert isinstance(reply, InteractionReply)
+    assert reply.interaction.status is InteractionStatus.RESOLVED
+    assert reply.resolution == "approved"
+
+
+def settled(reply: Reply, state: Session, lease: Admitted) -> None:
+    assert isinstance(reply, CompleteReply)
+    assert not reply.recorded
+    assert (reply.turn.outcome, reply.turn.settled_by) == (TurnOutcome.COMPLETED, SettledBy.RUNNER)
+    assert reply.turn.generation == lease.generation
+
+
+def stopping(reply: Reply, state: Session, _: Admitted) -> None:
+    assert isinstance(reply, Cancelled)
+    assert reply.stopping_turn_id == "t1"
+
+
+def resumed(reply: Reply, state: Session, _: Admitted) -> None:
+    assert isinstance(reply, Resumed)
+    assert reply.admitted_turn_id == "t2", "the turn the first call admitted"
+    assert state.active is not None
+    assert state.active.turn_id == "t2"
+
+
+RETRIED = [
+    Retried("admit", lambda _: fresh(), lambda _: Admit("t1", "runner", LEASE), admitted_again),
+    Retried("heartbeat", running, lambda lease: Heartbeat("t1", lease.generation), continued),
+    Retried(
+        "record_tool_call",
+        running,
+        lambda lease: RecordToolCall("t1", lease.generation, "c1", "tool", ToolCallStatus.SUCCEEDED),
+        call_recorded,
+    ),
+    Retried(
+        "record_interaction",
+        running,
+        lambda lease: RecordInteraction("t1", lease.generation, "i1", "approval"),
+        interaction_recorded,
+    ),
+    Retried(
+        "resolve_interaction",
+        asking,
+        lambda _: ResolveInteraction("i1", "approved", "req-1", MEMORY),
+        resolved,
+    ),
+    Retried(
+        "complete", running, lambda lease: Complete("t1", lease.generation, TurnOutcome.COMPLETED), settled
+    ),
+    Retried(
+        "cancel",
+        running,
+        lambda _: Cancel("t1", "user pressed stop", False, "req-1", 30 * SECOND, MEMORY),
+        stopping,
+    ),
+    Retried("resume_queue", paused, lambda _: ResumeQueue("req-1", MEMORY), resumed),
+]
+
+
+async def fresh() -> Admitted:
+    """No preparation: the session is new (the lease is never read)."""
+    return Admitted("", 0, 0, 0, replayed=False)
+
+
+async def log_of(store: ContractStore, key: SessionKey) -> list[Event]:
+    return await store.events_after(key, 0, 10_000)
+
+
+@pytest.mark.parametrize("case", RETRIED, ids=[case.name for case in RETRIED])
+async def test_a_write_whose_reply_is_lost_is_outcome_unknown_and_its_retry_answers_what_it_did(
+    any_store: ContractStore, case: Retried
+) -> None:
+    lease = await case.prepare(any_store)
+    before, logged = await any_store.load(KEY), await log_of(any_store, KEY)
+    any_store.after_write = losing_a_reply(KEY)
+
+    with pytest.raises(WriteOutcomeUnknown):
+        await any_store.apply(KEY, case.command(lease))
+
+    assert await any_store.load(KEY) != before, "the write took effect although its reply was lost"
+    written = await log_of(any_store, KEY)
+    assert written[: len(logged)] == logged
+    retry = await any_store.apply(KEY, case.command(lease))
+    assert retry.events == (), "the retry adds nothing to the history (a heartbeat extends the lease)"
+    case.answered(retry.reply, await any_store.load(KEY), lease)
+    assert await log_of(any_store, KEY) == written
+
+
+@pytest.mark.parametrize("case", RETRIED, ids=[case.name for case in RETRIED])
+async def test_a_write_that_fails_before_it_leaves_is_not_applied_and_changes_nothing(
+    any_store: ContractStore, case: Retried
+) -> None:
+    lease = await case.prepare(any_store)
+    before, logged = await any_store.load(KEY), await log_of(any_store, KEY)
+
+    any_store.before_write = refusing_before_writing(KEY)
+    with pytest.raises(StoreUnavailable) as failed:
+        await any_store.apply(KEY, case.command(lease))
+
+    assert not isinstance(failed.value, WriteOutcomeUnknown), "nothing was sent: nothing was changed"
+    assert await any_store.load(KEY) == before
+    assert await log_of(any_store, KEY) == logged
+
+
+async def test_a_lost_reply_of_a_decision_that_changes_nothing_is_not_applied(
+    any_store: ContractStore,
+) -> None:
+    lease = await running(any_store)
+    await any_store.apply(KEY, Complete("t1", lease.generation, TurnOutcome.COMPLETED))
+    any_store.after_write = losing_a_reply(KEY)
+
+    repeated = await any_store.apply(KEY, Complete("t1", lease.generation, TurnOutcome.COMPLETED))
+
+    assert not repeated.changed, "a decision that changes nothing sends no write: there is no reply to lose"
+    assert isinstance(repeated.reply, CompleteReply)
