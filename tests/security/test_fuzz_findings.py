@@ -67,7 +67,7 @@ _POLICY = Policy(lease_ttl=20_000_000, stop_grace=30_000_000, memory_ttl=600_000
 _PARSERS: dict[type[Message], Callable[[Any], object]] = {
     pb.RecordToolCallRequest: lambda r: parse.record_tool_call(r, _POLICY, ""),
     pb.RecordInteractionRequest: lambda r: parse.record_interaction(r, _POLICY, ""),
-    pb.ResolveInteractionRequest: parse.resolve_interaction,
+    pb.ResolveInteractionRequest: lambda r: parse.resolve_interaction(r, _POLICY),
     pb.CancelTurnRequest: lambda r: parse.cancel(r, _POLICY),
     pb.CompleteTurnRequest: lambda r: parse.complete(r, ""),
 }

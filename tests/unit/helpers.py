@@ -96,8 +96,10 @@ def interaction(lease: Lease, interaction_id: str = "i1", kind: str = "approval"
     return RecordInteraction(lease.turn_id, lease.generation, interaction_id, kind)
 
 
-def resolve(interaction_id: str = "i1", resolution: str = "approved") -> ResolveInteraction:
-    return ResolveInteraction(interaction_id, resolution)
+def resolve(
+    interaction_id: str = "i1", resolution: str = "approved", *, request_id: str = ""
+) -> ResolveInteraction:
+    return ResolveInteraction(interaction_id, resolution, request_id, MEMORY_TTL)
 
 
 def complete(lease: Lease, outcome: TurnOutcome = TurnOutcome.COMPLETED, error: str = "") -> Complete:

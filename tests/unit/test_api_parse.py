@@ -166,9 +166,31 @@ def test_cancel_becomes_a_cancel_with_the_policys_grace_and_memory() -> None:
 
 def test_resolve_interaction_becomes_a_resolution() -> None:
     request = pb.ResolveInteractionRequest(session=REF, interaction_id="i1", resolution="approved")
-    assert parse.resolve_interaction(request) == (KEY, core.ResolveInteraction("i1", "approved"))
+    assert parse.resolve_interaction(request, POLICY) == (
+        KEY,
+        core.ResolveInteraction("i1", "approved", "", 600 * SECOND),
+    )
     empty = pb.ResolveInteractionRequest(session=REF, interaction_id="i1")
-    assert parse.resolve_interaction(empty) == (KEY, core.ResolveInteraction("i1", ""))
+    assert parse.resolve_interaction(empty, POLICY) == (
+        KEY,
+        core.ResolveInteraction("i1", "", "", 600 * SECOND),
+    )
+    retried = pb.ResolveInteractionRequest(
+        session=REF, interaction_id="i1", resolution="yes", request_id="q1"
+    )
+    assert parse.resolve_interaction(retried, POLICY) == (
+        KEY,
+        core.ResolveInteraction("i1", "yes", "q1", 600 * SECOND),
+    ), "with the request id that makes a retry answer as the first call"
+
+
+def test_resume_queue_becomes_a_resume_with_the_policys_memory() -> None:
+    request = pb.ResumeQueueRequest(session=REF, request_id="q1")
+    assert parse.resume_queue(request, POLICY) == (KEY, core.ResumeQueue("q1", 600 * SECOND))
+    assert parse.resume_queue(pb.ResumeQueueRequest(session=REF), POLICY) == (
+        KEY,
+        core.ResumeQueue("", 600 * SECOND),
+    )
 
 
 def test_the_reads_become_their_queries() -> None:
@@ -237,7 +259,7 @@ def _missing(field: str) -> Violations:
         ),
         pytest.param(lambda: parse.cancel(pb.CancelTurnRequest(), POLICY), NO_SESSION, id="cancel-empty"),
         pytest.param(
-            lambda: parse.resolve_interaction(pb.ResolveInteractionRequest()),
+            lambda: parse.resolve_interaction(pb.ResolveInteractionRequest(), POLICY),
             [*NO_SESSION, *_missing("interaction_id")],
             id="resolve-empty",
         ),
@@ -351,7 +373,8 @@ def test_an_empty_request_names_every_required_field_and_nothing_else(
             lambda: parse.resolve_interaction(
                 pb.ResolveInteractionRequest(
                     session=REF, interaction_id="i1", resolution="r" * (16 * 1024 + 1)
-                )
+                ),
+                POLICY,
             ),
             [("resolution", "must be at most 16384 bytes of UTF-8 (got 16385)")],
             id="resolve",
@@ -473,7 +496,7 @@ def test_required_texts_refuse_empty_and_nul_in_every_text_field() -> None:
     ) == [("name", "must not contain NUL (U+0000)"), ("error", "must not contain NUL (U+0000)")]
     assert refused(
         lambda: parse.resolve_interaction(
-            pb.ResolveInteractionRequest(session=REF, interaction_id="i1", resolution="\x00")
+            pb.ResolveInteractionRequest(session=REF, interaction_id="i1", resolution="\x00"), POLICY
         )
     ) == [("resolution", "must not contain NUL (U+0000)")]
     assert refused(
@@ -488,7 +511,7 @@ def test_required_texts_refuse_empty_and_nul_in_every_text_field() -> None:
     assert kind[1].kind == "k" * 128
     resolution = "r" * (16 * 1024)
     resolved = parse.resolve_interaction(
-        pb.ResolveInteractionRequest(session=REF, interaction_id="i", resolution=resolution)
+        pb.ResolveInteractionRequest(session=REF, interaction_id="i", resolution=resolution), POLICY
     )
     assert resolved[1].resolution == resolution
 

@@ -277,6 +277,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """FAILED_PRECONDITION: an INTERRUPT's expected_active_turn_id is not the active turn (another
     turn is active, or none): nothing was stopped or queued.
     """
+    ERROR_REASON_WRITE_OUTCOME_UNKNOWN: _ErrorReason.ValueType  # 13
+    """UNAVAILABLE: the write was sent to the store, and its reply (or its replicas' confirmation)
+    never came: it may have taken effect, or not. Send the same request again (the same request_id
+    where the request has one): it answers what the first one did. Not a refusal: an UNAVAILABLE
+    without this reason changed nothing.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Machine-readable refusal reasons (`ErrorInfo.reason` is the name without `ERROR_REASON_`)."""
@@ -314,6 +320,12 @@ admission does not jump it. Enqueue, or resume the queue (ControlService.ResumeQ
 ERROR_REASON_ACTIVE_TURN_MISMATCH: ErrorReason.ValueType  # 12
 """FAILED_PRECONDITION: an INTERRUPT's expected_active_turn_id is not the active turn (another
 turn is active, or none): nothing was stopped or queued.
+"""
+ERROR_REASON_WRITE_OUTCOME_UNKNOWN: ErrorReason.ValueType  # 13
+"""UNAVAILABLE: the write was sent to the store, and its reply (or its replicas' confirmation)
+never came: it may have taken effect, or not. Send the same request again (the same request_id
+where the request has one): it answers what the first one did. Not a refusal: an UNAVAILABLE
+without this reason changed nothing.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
@@ -1347,10 +1359,16 @@ class ResolveInteractionRequest(_message.Message):
     SESSION_FIELD_NUMBER: _builtins.int
     INTERACTION_ID_FIELD_NUMBER: _builtins.int
     RESOLUTION_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     interaction_id: _builtins.str
     """Required; identifier syntax."""
     resolution: _builtins.str
     """The answer, passed to the runner through the watch stream; at most 16 KiB."""
+    request_id: _builtins.str
+    """Idempotency key: a retry with the same id (for the service's tombstone_ttl, 10 min unless
+    configured) answers what the first call did, the interaction it resolved, and changes nothing.
+    Without one, a retry of a call that resolved it is refused INTERACTION_NOT_PENDING.
+    """
     @_builtins.property
     def session(self) -> Global___SessionRef:
         """Required."""
@@ -1361,10 +1379,11 @@ class ResolveInteractionRequest(_message.Message):
         session: Global___SessionRef | None = ...,
         interaction_id: _builtins.str = ...,
         resolution: _builtins.str = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["interaction_id", b"interaction_id", "resolution", b"resolution", "session", b"session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["interaction_id", b"interaction_id", "request_id", b"request_id", "resolution", b"resolution", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1475,7 +1494,11 @@ class ResumeQueueRequest(_message.Message):
     SESSION_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
-    """Idempotency key; the call is idempotent anyway (resuming a queue that runs changes nothing)."""
+    """Idempotency key: a retry with the same id (for the service's tombstone_ttl, 10 min unless
+    configured) answers what the first call did (the turn it admitted, and the queue as it is
+    now) and changes nothing. Without one, resuming is idempotent anyway (resuming a queue that
+    runs changes nothing), but a retry does not say which turn the first call admitted.
+    """
     @_builtins.property
     def session(self) -> Global___SessionRef:
         """Required."""

@@ -36,13 +36,13 @@ class ControlService(pb_grpc.ControlServiceServicer):
     async def ResolveInteraction(
         self, request: pb.ResolveInteractionRequest, context: Context
     ) -> pb.ResolveInteractionResponse:
-        key, command = parse.resolve_interaction(request)
+        key, command = parse.resolve_interaction(request, self._policy)
         reply = await decided(self._store, context, key, command, core.InteractionReply)
         return convert.interaction_resolved(reply)
 
     @guarded
     async def ResumeQueue(self, request: pb.ResumeQueueRequest, context: Context) -> pb.ResumeQueueResponse:
-        key, command = parse.resume_queue(request)
+        key, command = parse.resume_queue(request, self._policy)
         return convert.resumed(await decided(self._store, context, key, command, core.Resumed))
 
     @guarded

@@ -121,21 +121,24 @@ def cancel(request: pb.CancelTurnRequest, policy: Policy) -> tuple[SessionKey, c
     )
 
 
-def resume_queue(request: pb.ResumeQueueRequest) -> tuple[SessionKey, core.ResumeQueue]:
+def resume_queue(request: pb.ResumeQueueRequest, policy: Policy) -> tuple[SessionKey, core.ResumeQueue]:
     check = Checker()
     key = check.session("session", request.HasField("session"), request.session)
-    check.identifier("request_id", request.request_id, required=False)
+    request_id = check.identifier("request_id", request.request_id, required=False)
     check.done()
-    return key, core.ResumeQueue()
+    return key, core.ResumeQueue(request_id, policy.memory_ttl)
 
 
-def resolve_interaction(request: pb.ResolveInteractionRequest) -> tuple[SessionKey, core.ResolveInteraction]:
+def resolve_interaction(
+    request: pb.ResolveInteractionRequest, policy: Policy
+) -> tuple[SessionKey, core.ResolveInteraction]:
     check = Checker()
     key = check.session("session", request.HasField("session"), request.session)
     interaction_id = check.identifier("interaction_id", request.interaction_id)
     resolution = check.text("resolution", request.resolution, limits.MAX_RESOLUTION)
+    request_id = check.identifier("request_id", request.request_id, required=False)
     check.done()
-    return key, core.ResolveInteraction(interaction_id, resolution)
+    return key, core.ResolveInteraction(interaction_id, resolution, request_id, policy.memory_ttl)
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,8 +68,12 @@ class RecordInteraction:
 
 @dataclass(frozen=True, slots=True)
 class ResolveInteraction:
+    """`request_id` makes it idempotent: a retry gets the first answer for `memory_ttl`."""
+
     interaction_id: str
     resolution: str
+    request_id: str = ""
+    memory_ttl: int = limits.DEFAULT_MEMORY_TTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +105,11 @@ class Cancel:
 
 @dataclass(frozen=True, slots=True)
 class ResumeQueue:
-    """Un-pauses the session's queue; the head is admitted at once if the session is idle."""
+    """Un-pauses the session's queue; the head is admitted at once if the session is idle.
+    `request_id` makes it idempotent: a retry gets the first answer for `memory_ttl`."""
+
+    request_id: str = ""
+    memory_ttl: int = limits.DEFAULT_MEMORY_TTL
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,7 @@ from turngate.service.core.replies import (
     Mismatch,
     Queued,
     Refusal,
+    RememberedReply,
     Reply,
     Resumed,
     Swept,
@@ -116,7 +117,7 @@ def decide(state: Session, command: Command, now: int) -> Decision:
         case Cancel():
             reply = _cancel(draft, command)
         case ResumeQueue():
-            reply = _resume_queue(draft)
+            reply = _resume_queue(draft, command)
         case Expire():
             reply = Swept(settled=swept, expired_turn_ids=expired)
         case _:
@@ -529,14 +530,20 @@ def _clear_if_asked(draft: _Draft, cmd: Cancel, reply: Cancelled) -> Cancelled:
     return replace(reply, cleared_turn_ids=tuple(q.turn_id for q in cleared))
 
 
-def _resume_queue(draft: _Draft) -> Resumed:
-    """Q3: ResumeQueue un-pauses the queue and admits its head if the session is idle."""
+def _resume_queue(draft: _Draft, cmd: ResumeQueue) -> Resumed:
+    """Q3: ResumeQueue un-pauses the queue and admits its head if the session is idle. A retry of
+    the same request_id answers the turn the first call admitted, and the queue as it is now."""
+    key = _request_key("resume", cmd.request_id)
+    if isinstance(first := _recalled(draft, key), Resumed):
+        return replace(first, queue=draft.state.queue)
     state = draft.state
-    if state.queue_paused_by is None:
-        return Resumed("", state.queue)
-    draft.state = replace(state, queue_paused_by=None)
-    draft.emit(QueueResumed(state.queue_paused_by.turn_id))
-    admitted = _promote_if_idle(draft)
+    admitted = ""
+    if state.queue_paused_by is not None:
+        draft.state = replace(state, queue_paused_by=None)
+        draft.emit(QueueResumed(state.queue_paused_by.turn_id))
+        admitted = _promote_if_idle(draft)
+    # The queue is not kept with the answer: a retry reports it as it is then.
+    _remember(draft, key, Resumed(admitted, ()), cmd.memory_ttl)
     return Resumed(admitted, draft.state.queue)
 
 
@@ -682,6 +689,11 @@ def _complete(draft: _Draft, cmd: Complete) -> Reply:
 
 
 def _resolve_interaction(draft: _Draft, cmd: ResolveInteraction) -> Reply:
+    """I12; a retry of the same request_id answers what the first call resolved (with the retry's
+    own resolution: the document does not keep texts)."""
+    key = _request_key("resolve", cmd.request_id)
+    if isinstance(first := _recalled(draft, key), InteractionReply):
+        return replace(first, resolution=cmd.resolution)
     turn = draft.state.active
     interaction = turn.interactions.get(cmd.interaction_id) if turn else None
     if turn is None or interaction is None or interaction.status is not InteractionStatus.PENDING:
@@ -694,20 +706,44 @@ def _resolve_interaction(draft: _Draft, cmd: ResolveInteraction) -> Reply:
     draft.emit(
         InteractionChanged(turn.turn_id, turn.generation, cmd.interaction_id, resolved, cmd.resolution)
     )
-    return InteractionReply(turn.turn_id, cmd.interaction_id, resolved, cmd.resolution, recorded=True)
+    reply = InteractionReply(turn.turn_id, cmd.interaction_id, resolved, cmd.resolution, recorded=True)
+    # A refusal is not remembered (it changes nothing); nor is the text, up to 16 KiB.
+    _remember(draft, key, replace(reply, resolution=""), cmd.memory_ttl)
+    return reply
 
 
 def _cancel(draft: _Draft, cmd: Cancel) -> CancelReply:
-    if cmd.request_id:
-        memo = draft.state.requests.get(cmd.request_id)
-        if memo is not None and memo.expires_at > draft.now:
-            return memo.reply
+    key = _request_key("cancel", cmd.request_id)
+    if isinstance(first := _recalled(draft, key), Cancelled | Mismatch | Idle):
+        return first
     reply = _stop(draft, cmd)
-    if cmd.request_id:
-        memo = RequestMemo(reply, draft.now + cmd.memory_ttl)
-        requests = _keep_last(draft.state.requests, cmd.request_id, memo, limits.MAX_REQUEST_MEMOS)
-        draft.state = replace(draft.state, requests=requests)
+    _remember(draft, key, reply, cmd.memory_ttl)
     return reply
+
+
+# --- request ids: a retry answers what the first call did (docs/design.md §3.2) -------------------
+
+
+def _request_key(kind: str, request_id: str) -> str:
+    """Where a request_id's answer is kept: CancelTurn's under the id itself (as ever), the others'
+    under `kind/id` ('/' is in no id, so no two kinds share a key); '' when there is no id."""
+    if not request_id:
+        return ""
+    return request_id if kind == "cancel" else f"{kind}/{request_id}"
+
+
+def _recalled(draft: _Draft, key: str) -> RememberedReply | None:
+    """The answer first given under `key`, while it is remembered."""
+    memo = draft.state.requests.get(key) if key else None
+    return memo.reply if memo is not None and memo.expires_at > draft.now else None
+
+
+def _remember(draft: _Draft, key: str, reply: RememberedReply, ttl: int) -> None:
+    """Keeps `reply` under `key` for `ttl` (nothing without a key), the oldest dropped past the bound."""
+    if key:
+        memo = RequestMemo(reply, draft.now + ttl)
+        requests = _keep_last(draft.state.requests, key, memo, limits.MAX_REQUEST_MEMOS)
+        draft.state = replace(draft.state, requests=requests)
 
 
 def _stop(draft: _Draft, cmd: Cancel) -> CancelReply:

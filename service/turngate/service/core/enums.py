@@ -64,6 +64,8 @@ class ErrorReason(IntEnum):
     SESSION_QUEUE_FULL = 10
     SESSION_QUEUE_PAUSED = 11
     ACTIVE_TURN_MISMATCH = 12
+    # Not a refusal: a store's answer when a write's outcome is unknown (never decide()'s).
+    WRITE_OUTCOME_UNKNOWN = 13
 
 
 class AdmissionMode(IntEnum):

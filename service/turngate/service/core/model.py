@@ -14,7 +14,7 @@ from turngate.service.core.records import (
     StopRequest,
     ToolCall,
 )
-from turngate.service.core.replies import CancelReply
+from turngate.service.core.replies import RememberedReply
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -56,9 +56,10 @@ class ActiveTurn:
 
 @dataclass(frozen=True, slots=True)
 class RequestMemo:
-    """The answer first given to a CancelTurn request_id, replayed on retries until expires_at."""
+    """The answer first given to a request_id (of CancelTurn, ResolveInteraction or ResumeQueue),
+    replayed on retries until expires_at."""
 
-    reply: CancelReply
+    reply: RememberedReply
     expires_at: int
 
 

@@ -66,6 +66,7 @@ class InteractionReply:
     interaction: Interaction
     resolution: str
     recorded: bool
+    kind: Literal["interaction"] = "interaction"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +123,12 @@ class Resumed:
 
     admitted_turn_id: str
     queue: tuple[QueuedTurn, ...]
+    kind: Literal["resumed"] = "resumed"
 
 
 CancelReply = Cancelled | Mismatch | Idle
+# The answers remembered by request id (CancelTurn, ResolveInteraction, ResumeQueue).
+RememberedReply = CancelReply | InteractionReply | Resumed
 Reply = (
     Refusal
     | Admitted
