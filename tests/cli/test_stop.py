@@ -8,7 +8,10 @@ import asyncio
 import signal
 
 from tests.cli.conftest import Turngate
+from tests.seams import reply_lost
 from turngate.client import Client, SessionPhase
+from turngate.service.core import SessionKey
+from turngate.service.server import TurngateServer
 
 
 async def test_stop_cancels_the_expected_turn_then_answers_mismatch_then_idle(
@@ -115,3 +118,23 @@ async def test_i4_stop_of_a_turn_not_yet_started_while_another_runs_says_nothing
         "t1",
     )
     assert cancelled["stoppingTurnId"] == ""
+
+
+async def test_a_stop_whose_outcome_is_unknown_says_it_may_have_taken_effect_and_how_to_learn_what_it_did(
+    turngate: Turngate, client: Client, cli_server: TurngateServer
+) -> None:
+    async with client.runner("r1").turn("chat", "t1") as turn:
+        with reply_lost(cli_server.store, SessionKey(turngate.project, "chat")):
+            # A timeout this short leaves no time for a retry: the one attempt's outcome is unknown.
+            unknown = await turngate.run(
+                "stop", "chat", "--expect", "t1", "--request-id", "req-9", "--timeout", "0.01"
+            )
+        await turn.stop_requested.wait()
+        learned = await turngate.run("stop", "chat", "--expect", "t1", "--request-id", "req-9")
+
+    assert (unknown.code, unknown.out) == (9, "")
+    assert unknown.err == (
+        f"turngate: {turngate.target} could not confirm it (UNAVAILABLE): it may have taken effect; "
+        "run the same command again with --request-id req-9 to learn what it did\n"
+    )
+    assert (learned.code, learned.lines[0].split()[:3]) == (0, ["cancelled", "turns=t1", "stopping=t1"])

@@ -139,19 +139,21 @@ child of the current span, carrying the W3C traceparent; without it nothing is t
 
 Errors: every failed call raises a `TurngateError` (`code`, `reason`: an `ErrorReason`);
 `ServiceUnavailable` once network blips (UNAVAILABLE, DEADLINE_EXCEEDED, contention, a draining
-server's CANCELLED) outlast the retries, which use exponential backoff with jitter (a TLS
-handshake that fails is one: the message says why). A refusal for one of the contract's reasons
-is a `Refused`, in families:
-`AdmissionRefused` (above), `WriteRefused` (a runner's writes: `TurnNotActive`,
-`TurnHeldByOtherPrincipal`), `ControlRefused` (a gateway's: `InteractionNotPending`) and
-`LimitExceeded` (`limit`). `NotAuthenticated` (no token, or one the service does not know) and
-`PermissionDenied` (the token's principal lacks the role or the project;
-`TurnHeldByOtherPrincipal` when a runner enters or writes a turn admitted to another principal)
-are never retried. Runner writes retry while the lease lasts; a fenced write (TURN_NOT_ACTIVE),
-a heartbeat answered ABANDON, and a heartbeat or write refused UNAUTHENTICATED or
-PERMISSION_DENIED are never retried and abandon the turn. A turn follows its own events with a
-watch, which needs the watcher role (or gateway, admin): without it Stop arrives by heartbeat
-only, and `turn.interaction` raises the watch's `PermissionDenied` without asking.
+server's CANCELLED) outlast the retries, which use exponential backoff with jitter (a TLS handshake
+that fails is one: the message says why), and send the same request each time: a write whose
+outcome the service could not confirm (WRITE_OUTCOME_UNKNOWN) is answered by its retry with what it
+did, and is a `WriteOutcomeUnknown` (a `ServiceUnavailable` that may have taken effect, with the
+`request_id` to send again) if the retries run out. A refusal for one of the contract's reasons is
+a `Refused`, in families: `AdmissionRefused` (above), `WriteRefused` (a runner's writes:
+`TurnNotActive`, `TurnHeldByOtherPrincipal`), `ControlRefused` (a gateway's:
+`InteractionNotPending`) and `LimitExceeded` (`limit`). `NotAuthenticated` (no token, or one the
+service does not know) and `PermissionDenied` (the token's principal lacks the role or the project;
+`TurnHeldByOtherPrincipal` when a runner enters or writes a turn admitted to another principal) are
+never retried. Runner writes retry while the lease lasts; a fenced write (TURN_NOT_ACTIVE), a
+heartbeat answered ABANDON, and a heartbeat or write refused UNAUTHENTICATED or PERMISSION_DENIED
+are never retried and abandon the turn. A turn follows its own events with a watch, which needs the
+watcher role (or gateway, admin): without it Stop arrives by heartbeat only, and `turn.interaction`
+raises the watch's `PermissionDenied` without asking.
 
 Synchronous code uses `turngate.client.sync.Client`: the same classes, methods and types, run on
 an event loop in a background thread (`with client.runner(r).turn(s, t) as turn:`,
@@ -202,6 +204,7 @@ from turngate.client.errors import (
     TurnHeldByOtherPrincipal,
     TurnNotActive,
     TurnOwnedByOtherRunner,
+    WriteOutcomeUnknown,
     WriteRefused,
 )
 from turngate.client.gateway import Gateway
@@ -308,6 +311,7 @@ __all__ = [
     "TurngateError",
     "UnknownEvent",
     "Watch",
+    "WriteOutcomeUnknown",
     "WriteRefused",
     "__version__",
     "tls_credentials",

@@ -21,6 +21,17 @@ log = logging.getLogger("turngate.client")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
+# The requests that change a session: their failures may leave the change made (errors.WriteOutcomeUnknown).
+WRITES = (
+    pb.AdmitTurnRequest,
+    pb.HeartbeatRequest,
+    pb.RecordToolCallRequest,
+    pb.RecordInteractionRequest,
+    pb.CompleteTurnRequest,
+    pb.CancelTurnRequest,
+    pb.ResolveInteractionRequest,
+    pb.ResumeQueueRequest,
+)
 # A runner must get a heartbeat through within its lease: reconnect within ~2 s of the service
 # coming back, not gRPC's default of up to 2 minutes. `channel_options` may override these.
 RECONNECT_OPTIONS: dict[str, Any] = {
@@ -105,7 +116,8 @@ class Connection:
         attempt_timeout: float | None = None,
     ) -> Resp:
         """One unary call with a deadline of `attempt_timeout` per attempt (default `call_timeout`),
-        retried on network blips until `until` (event-loop time; default `retry_for` from now)."""
+        retried on network blips until `until` (event-loop time; default `retry_for` from now).
+        Every attempt sends the same request: a write's retry answers what an earlier attempt did."""
         deadline = asyncio.get_running_loop().time() + self.retry_for if until is None else until
         per_attempt = self.call_timeout if attempt_timeout is None else attempt_timeout
         return await retrying(
@@ -113,4 +125,6 @@ class Connection:
             until=deadline,
             backoff=self.backoff,
             what=type(request).__name__.removesuffix("Request"),
+            writes=isinstance(request, WRITES),
+            request_id=getattr(request, "request_id", ""),
         )

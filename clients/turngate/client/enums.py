@@ -201,6 +201,9 @@ class ErrorReason(StrEnum):
     """No turn is active but turns wait in a paused queue: enqueue, or have it resumed."""
     ACTIVE_TURN_MISMATCH = "ACTIVE_TURN_MISMATCH"
     """An INTERRUPT's `expected_active_turn_id` is not the active turn: nothing changed."""
+    WRITE_OUTCOME_UNKNOWN = "WRITE_OUTCOME_UNKNOWN"
+    """Not a refusal: the service's store lost a write's reply; it may have taken effect. Send the
+    same request again to learn what it did (`errors.WriteOutcomeUnknown`)."""
 
     @classmethod
     def _missing_(cls, value: object) -> ErrorReason | None:

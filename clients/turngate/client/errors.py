@@ -7,7 +7,7 @@ admission, with the `AdmissionRefusal` fields), `WriteRefused` (a runner's write
 `ControlRefused` (a gateway's calls) and `LimitExceeded`:
 
     TurngateError
-    ├── ServiceUnavailable, InvalidRequest, NotFound, NotAuthenticated
+    ├── ServiceUnavailable (WriteOutcomeUnknown), InvalidRequest, NotFound, NotAuthenticated
     ├── PermissionDenied
     ├── Refused
     │   ├── AdmissionRefused: SessionBusy, TurnCancelled, TurnAlreadySettled,
@@ -61,7 +61,22 @@ class TurngateError(Exception):
 
 class ServiceUnavailable(TurngateError):
     """The service could not be reached (UNAVAILABLE, DEADLINE_EXCEEDED, contention, CANCELLED by a
-    draining server) within the retry budget; nothing is known to have changed."""
+    draining server) within the retry budget; nothing is known to have changed. (gRPC cannot tell
+    a connection lost before the service had the request from one lost after: the service says
+    which of its own failures changed nothing, and `WriteOutcomeUnknown` is the others.)"""
+
+
+class WriteOutcomeUnknown(ServiceUnavailable):
+    """A write may have taken effect, or not, and retrying did not learn which before the retry
+    budget ran out: an attempt was answered UNAVAILABLE WRITE_OUTCOME_UNKNOWN (the service's store
+    lost the write's reply, or its replication was not confirmed), or passed its deadline while the
+    service had it. Send the same request again to learn what it did: the SDK's writes are
+    idempotent by their ids, and `request_id` is the id to send again where the request has one
+    (a Stop, a resolution, a resume). Also a `ServiceUnavailable`, as before it existed."""
+
+    def __init__(self, message: str, *, code: grpc.StatusCode, request_id: str = "") -> None:
+        super().__init__(message, code=code, reason=ErrorReason.WRITE_OUTCOME_UNKNOWN)
+        self.request_id = request_id
 
 
 class InvalidRequest(TurngateError):
@@ -371,6 +386,27 @@ def transient(error: grpc.aio.AioRpcError) -> bool:
     return isinstance(from_rpc(error), ServiceUnavailable)
 
 
+def may_have_taken_effect(error: grpc.aio.AioRpcError) -> bool:
+    """Whether a write that failed so may have taken effect: the service said so
+    (WRITE_OUTCOME_UNKNOWN), or the call's deadline passed while the service had it (it finishes
+    a write it started: docs/design.md §5)."""
+    return (
+        isinstance(from_rpc(error), WriteOutcomeUnknown) or error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    )
+
+
+def outcome_unknown(error: grpc.aio.AioRpcError, request_id: str) -> WriteOutcomeUnknown:
+    """The error for a write whose retries ran out after an attempt that may have taken effect;
+    `error` is the last attempt's."""
+    code = error.code()
+    return WriteOutcomeUnknown(
+        f"it may have taken effect (the last attempt: {error.details() or code.name}); "
+        "send the same request again to learn what it did",
+        code=code,
+        request_id=request_id,
+    )
+
+
 def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
     """The typed error for a failed call (a transient one is `ServiceUnavailable`: it reaches the
     caller only once retrying it is over)."""
@@ -379,6 +415,8 @@ def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
     status = _status(error)
     info = _detail(status, error_details_pb2.ErrorInfo)
     named = info.reason if info is not None and info.domain == DOMAIN else ""
+    if code == grpc.StatusCode.UNAVAILABLE and named == ErrorReason.WRITE_OUTCOME_UNKNOWN:
+        return WriteOutcomeUnknown(message, code=code)
     if code in _TRANSIENT or (code == grpc.StatusCode.ABORTED and not named):
         return ServiceUnavailable(message, code=code)
     reason = ErrorReason.named(named)
@@ -412,6 +450,8 @@ def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
             return SessionQueuePaused(message, code=code, **admission)
         case ErrorReason.ACTIVE_TURN_MISMATCH:
             return ActiveTurnMismatch(message, code=code, **admission)
+        case ErrorReason.WRITE_OUTCOME_UNKNOWN:
+            pass  # not a refusal: UNAVAILABLE, above; with another code, by the code below
         case ErrorReason.UNSPECIFIED:
             # A reason added to the contract after this SDK was built (a PERMISSION_DENIED one
             # stays a PermissionDenied, below: a turn abandons on it).

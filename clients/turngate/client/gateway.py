@@ -78,7 +78,8 @@ class Gateway:
 
     async def resume_queue(self, session_id: str, *, request_id: str | None = None) -> ResumedQueue:
         """Un-pauses the session's queue: its head is admitted at once if no turn is active
-        (`admitted_turn_id`). Resuming a queue that is not paused changes nothing."""
+        (`admitted_turn_id`). Resuming a queue that is not paused changes nothing. Without
+        `request_id` one is made, so that a retry answers the turn the first attempt admitted."""
         request = pb.ResumeQueueRequest(
             session=self._connection.session(session_id), request_id=request_id or uuid.uuid4().hex
         )
@@ -103,12 +104,18 @@ class Gateway:
             if isinstance(answer, Cancelled):
                 return answer
 
-    async def resolve_interaction(self, session_id: str, interaction_id: str, resolution: str) -> Interaction:
+    async def resolve_interaction(
+        self, session_id: str, interaction_id: str, resolution: str, *, request_id: str | None = None
+    ) -> Interaction:
         """Answers a pending interaction of the session's active turn; the first answer wins
-        (a later one raises `InteractionNotPending`). Retried on network blips: when an attempt
-        whose reply was lost had resolved it, the retry is refused `InteractionNotPending`."""
+        (a later one raises `InteractionNotPending`). Without `request_id` one is made, so that
+        retries after a network blip or a lost reply answer what the first attempt did: the
+        interaction it resolved (with the same id again, for the service's tombstone TTL, so too)."""
         request = pb.ResolveInteractionRequest(
-            session=self._connection.session(session_id), interaction_id=interaction_id, resolution=resolution
+            session=self._connection.session(session_id),
+            interaction_id=interaction_id,
+            resolution=resolution,
+            request_id=request_id or uuid.uuid4().hex,
         )
         answer = await self._connection.call(self._connection.control.ResolveInteraction, request)
         return convert.interaction(answer.interaction)

@@ -37,18 +37,32 @@ class Backoff:
 DEFAULT_BACKOFF = Backoff()
 
 
-async def retrying(attempt: Callable[[], Awaitable[T]], *, until: float, backoff: Backoff, what: str) -> T:
+async def retrying(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    until: float,
+    backoff: Backoff,
+    what: str,
+    writes: bool = False,
+    request_id: str = "",
+) -> T:
     """`attempt()` until it succeeds or fails for good, retrying transient failures
     (`errors.transient`) while the next attempt would start before `until` (event-loop time).
-    At least one attempt is made. Failures are raised as `TurngateError`s."""
+    At least one attempt is made. Failures are raised as `TurngateError`s: when a write's retries
+    run out after an attempt that may have taken effect, a `WriteOutcomeUnknown` naming the
+    `request_id` to send again, whatever the later attempts said."""
     loop = asyncio.get_running_loop()
     delays = backoff.delays()
+    uncertain = False
     while True:
         try:
             return await attempt()
         except grpc.aio.AioRpcError as error:
             delay = next(delays)
+            uncertain = uncertain or (writes and errors.may_have_taken_effect(error))
             if not errors.transient(error) or loop.time() + delay >= until:
+                if uncertain and errors.transient(error):
+                    raise errors.outcome_unknown(error, request_id) from error
                 raise errors.from_rpc(error) from error
             log.info("%s failed (%s); retrying in %.2fs", what, error.code().name, delay)
         await asyncio.sleep(delay)

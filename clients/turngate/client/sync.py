@@ -281,8 +281,12 @@ class Gateway:
     def clear_queue(self, session_id: str, *, reason: str = "") -> Cancelled | None:
         return self._loop.run(self._gateway.clear_queue(session_id, reason=reason))
 
-    def resolve_interaction(self, session_id: str, interaction_id: str, resolution: str) -> Interaction:
-        return self._loop.run(self._gateway.resolve_interaction(session_id, interaction_id, resolution))
+    def resolve_interaction(
+        self, session_id: str, interaction_id: str, resolution: str, *, request_id: str | None = None
+    ) -> Interaction:
+        return self._loop.run(
+            self._gateway.resolve_interaction(session_id, interaction_id, resolution, request_id=request_id)
+        )
 
     def mint_session_token(
         self, session_id: str, *, ttl: float | None = None, allow_stop: bool = False

@@ -1,7 +1,15 @@
 /** One project's view of turngate: the generated clients of the three services, plus the watch
  * and Stop every client needs. */
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
-import { AdmissionService, ControlService, SessionService } from "./gen/turngate/v1/turngate_pb.js";
+import { resolveInteraction, resumeQueue } from "./control.js";
+import {
+  AdmissionService,
+  ControlService,
+  SessionService,
+  type ResolveInteractionResponse,
+  type ResumeQueueResponse,
+} from "./gen/turngate/v1/turngate_pb.js";
+import type { WriteOptions } from "./retry.js";
 import type { SessionKey } from "./session.js";
 import { stopTurn, type StopOptions, type StopResult } from "./stop.js";
 import { watchSession, type SessionWatch, type WatchOptions } from "./watch.js";
@@ -9,7 +17,7 @@ import { watchSession, type SessionWatch, type WatchOptions } from "./watch.js";
 export class Turngate {
   /** Runners: AdmitTurn, Heartbeat, RecordToolCall, RecordInteraction, CompleteTurn. */
   readonly admission: Client<typeof AdmissionService>;
-  /** Gateways: CancelTurn (see `stop`), ResolveInteraction, ResumeQueue. */
+  /** Gateways: CancelTurn (see `stop`), ResolveInteraction, ResumeQueue (see their methods). */
   readonly control: Client<typeof ControlService>;
   /** Clients: WatchSession (see `watch`), GetSession, GetTurn, ListTurns, ListActiveSessions. */
   readonly sessions: Client<typeof SessionService>;
@@ -36,5 +44,20 @@ export class Turngate {
   /** Stops a turn of the session: what it did, as a `StopResult`. */
   stop(sessionId: string, options?: StopOptions): Promise<StopResult> {
     return stopTurn(this.control, this.session(sessionId), options);
+  }
+
+  /** Answers a pending interaction of the session's active turn (retried with one request id). */
+  resolveInteraction(
+    sessionId: string,
+    interactionId: string,
+    resolution: string,
+    options?: WriteOptions,
+  ): Promise<ResolveInteractionResponse> {
+    return resolveInteraction(this.control, this.session(sessionId), interactionId, resolution, options);
+  }
+
+  /** Un-pauses the session's queue (retried with one request id). */
+  resumeQueue(sessionId: string, options?: WriteOptions): Promise<ResumeQueueResponse> {
+    return resumeQueue(this.control, this.session(sessionId), options);
   }
 }

@@ -4,7 +4,8 @@
  * AdmissionRefusal). The classes follow the Python SDK's (turngate.client.errors):
  *
  *     TurngateError
- *     ├── ServiceUnavailable, InvalidRequest, NotFound, NotAuthenticated, PermissionDenied
+ *     ├── ServiceUnavailable (WriteOutcomeUnknown), InvalidRequest, NotFound, NotAuthenticated,
+ *     │   PermissionDenied
  *     └── Refused (reason: an ErrorReason; admission: the AdmissionRefusal's fields, if any)
  *         ├── SessionBusy, TurnCancelled, TurnAlreadySettled, TurnOwnedByOtherRunner,
  *         │   TurnHeldByOtherPrincipal, TurnNotActive, InteractionNotPending,
@@ -32,6 +33,8 @@ import {
 
 /** ErrorInfo.domain of the contract's refusals. */
 export const DOMAIN = "turngate.v1";
+/** ErrorInfo.reason of an UNAVAILABLE whose write may have taken effect (not a refusal). */
+const WRITE_OUTCOME_UNKNOWN = "WRITE_OUTCOME_UNKNOWN";
 /** The ErrorInfo `limit` of a watcher cut off for falling behind: resume, do not report. */
 export const WATCH_BUFFER = "watch_buffer";
 /** The setting that bounds a session's queue (SESSION_QUEUE_FULL's limit). */
@@ -84,6 +87,21 @@ export class TurngateError extends Error {
  * contention), or the network: nothing is known to have changed, the call may be sent again. */
 export class ServiceUnavailable extends TurngateError {
   override name = "ServiceUnavailable";
+}
+
+/** A write that may have taken effect, or not: the service's store lost its reply (UNAVAILABLE
+ * WRITE_OUTCOME_UNKNOWN), or an attempt passed its deadline while the service had it, and the
+ * retries ran out before an answer came. Send the same request again (with `requestId`, where the
+ * request has one) to learn what it did. Also a ServiceUnavailable, as before it existed. */
+export class WriteOutcomeUnknown extends ServiceUnavailable {
+  override name = "WriteOutcomeUnknown";
+  /** The idempotency key to send again ("" for a request without one). */
+  readonly requestId: string;
+
+  constructor(cause: ConnectError, details: ErrorDetails, requestId = "") {
+    super(cause, details);
+    this.requestId = requestId;
+  }
 }
 
 /** INVALID_ARGUMENT: the request broke the contract's input rules; nothing changed. */
@@ -241,6 +259,9 @@ export function toTurngateError(thrown: unknown): TurngateError {
   const error = ConnectError.from(thrown);
   const details = decodeDetails(error);
   const info = details.errorInfo?.domain === DOMAIN ? details.errorInfo : undefined;
+  if (error.code === Code.Unavailable && info?.reason === WRITE_OUTCOME_UNKNOWN) {
+    return new WriteOutcomeUnknown(error, details);
+  }
   if (TRANSIENT.has(error.code) || (error.code === Code.Aborted && !info) || isNetworkFailure(error)) {
     return new ServiceUnavailable(error, details);
   }
@@ -270,6 +291,12 @@ export function resumable(error: TurngateError): boolean {
 /** Whether a call may be sent again as is. */
 export function transient(error: TurngateError): boolean {
   return error instanceof ServiceUnavailable;
+}
+
+/** Whether a write that failed so may have taken effect: the service said so
+ * (WRITE_OUTCOME_UNKNOWN), or the attempt's deadline passed while the service had it. */
+export function mayHaveTakenEffect(error: TurngateError): boolean {
+  return error instanceof WriteOutcomeUnknown || error.code === Code.DeadlineExceeded;
 }
 
 function decodeDetails(error: ConnectError): ErrorDetails {

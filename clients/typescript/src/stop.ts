@@ -2,8 +2,7 @@
  * with one idempotency key so a retry changes nothing the first attempt did. */
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { DEFAULT_BACKOFF, delayMs, sleep, type Backoff } from "./backoff.js";
-import { toTurngateError, transient } from "./errors.js";
+import { toTurngateError } from "./errors.js";
 import {
   QueueAction,
   type CancelTurnResponse,
@@ -11,6 +10,7 @@ import {
   type TurnOutcome,
   type TurnPhase,
 } from "./gen/turngate/v1/turngate_pb.js";
+import { newRequestId, retrying, type WriteOptions } from "./retry.js";
 import type { SessionKey } from "./session.js";
 
 /** The Stop cancelled the expected turn (or, unguarded, the active one; or with QueueAction.CLEAR
@@ -63,31 +63,25 @@ export interface Idle {
 /** What a Stop did: switch on `outcome`. */
 export type StopResult = Cancelled | Mismatch | Idle;
 
-export interface StopOptions {
+export interface StopOptions extends WriteOptions {
   /** The turn the user meant to stop; empty: whatever is active (unguarded). */
   expectedTurnId?: string;
   /** Shown to the runner and to watchers. */
   reason?: string;
   /** Settle the turn CANCELLED now instead of asking the runner to stop. */
   force?: boolean;
-  /** Idempotency key; one is made when unset, and kept across retries. */
-  requestId?: string;
   /** What the session's queue does after the Stop; unset means PAUSE. */
   queue?: QueueAction;
-  signal?: AbortSignal;
-  /** How long to keep retrying transient failures (default 30 s, as the Python SDK). */
-  retryForMs?: number;
-  backoff?: Backoff;
 }
 
 /** Stops a turn of `session` (see StopOptions). Transient failures are retried with the same
- * request id; the answer, or the typed error, is the first attempt's to get through. */
+ * request id; the answer, or the typed error, is the first attempt's to get through (a
+ * WriteOutcomeUnknown when the retries ran out after one that may have taken effect). */
 export async function stopTurn(
   control: Client<typeof ControlService>,
   session: SessionKey,
   options: StopOptions = {},
 ): Promise<StopResult> {
-  const { signal, retryForMs = 30_000, backoff = DEFAULT_BACKOFF } = options;
   const request = {
     session,
     expectedTurnId: options.expectedTurnId ?? "",
@@ -96,19 +90,12 @@ export async function stopTurn(
     requestId: options.requestId ?? newRequestId(),
     queue: options.queue ?? QueueAction.UNSPECIFIED,
   };
-  const until = Date.now() + retryForMs;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return stopResult(await control.cancelTurn(request, { signal }));
-    } catch (thrown) {
-      const error = toTurngateError(thrown);
-      const delay = delayMs(backoff, attempt);
-      if (!transient(error) || signal?.aborted || Date.now() + delay >= until) {
-        throw error;
-      }
-      await sleep(delay, signal);
-    }
-  }
+  const { signal } = options;
+  const answer = await retrying(() => control.cancelTurn(request, { signal }), {
+    ...options,
+    requestId: request.requestId,
+  });
+  return stopResult(answer);
 }
 
 /** The StopResult of a CancelTurn answer. */
@@ -144,10 +131,4 @@ export function stopResult(response: CancelTurnResponse): StopResult {
         new ConnectError("CancelTurn answered without an outcome (not the contract)", Code.Internal),
       );
   }
-}
-
-// crypto.getRandomValues, unlike randomUUID, is there in browsers' insecure contexts too (file://).
-function newRequestId(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -12,9 +12,10 @@ import {
   TurngateError,
   TurnOutcome,
   TurnPhase,
+  WriteOutcomeUnknown,
   type CancelTurnRequest,
 } from "../src/index.js";
-import { NO_WAIT, PROJECT, SESSION, turngateWith } from "./fakes.js";
+import { NO_WAIT, PROJECT, refusal, SESSION, turngateWith } from "./fakes.js";
 
 /** A Turngate whose CancelTurn answers `answers` in turn (a ConnectError is thrown), and the
  * requests it received. */
@@ -173,6 +174,47 @@ describe("Stop's typed outcomes", () => {
       new ConnectError("down", Code.Unavailable),
     );
     await assert.rejects(turngate.stop(SESSION, { retryForMs: 0 }), ServiceUnavailable);
+  });
+
+  it("a Stop whose outcome is unknown is sent again with its request id and answers what it did", async () => {
+    const { turngate, requests } = controlAnswering(refusal(Code.Unavailable, "WRITE_OUTCOME_UNKNOWN"), {
+      outcome: { case: "cancelled", value: { cancelledTurnIds: ["t1"], stoppingTurnId: "t1" } },
+    });
+    const result = await turngate.stop(SESSION, { expectedTurnId: "t1", backoff: NO_WAIT });
+    assert.ok(result.outcome === "cancelled");
+    assert.equal(result.stoppingTurnId, "t1");
+    assert.equal(requests.length, 2);
+    assert.equal(requests[0]?.requestId, requests[1]?.requestId);
+  });
+
+  it("retries that run out after an unknown outcome end with WriteOutcomeUnknown naming the request id", async () => {
+    const { turngate } = controlAnswering(
+      refusal(Code.Unavailable, "WRITE_OUTCOME_UNKNOWN"),
+      new ConnectError("down", Code.Unavailable),
+      new ConnectError("down", Code.Unavailable),
+      new ConnectError("down", Code.Unavailable),
+    );
+    await assert.rejects(
+      turngate.stop(SESSION, { requestId: "stop-7", backoff: { initialMs: 20, maxMs: 20 }, retryForMs: 50 }),
+      (error: unknown) => {
+        assert.ok(error instanceof WriteOutcomeUnknown);
+        assert.ok(
+          error instanceof ServiceUnavailable,
+          "what code written before it catches still catches it",
+        );
+        assert.equal(error.requestId, "stop-7");
+        return true;
+      },
+    );
+  });
+
+  it("retries that run out without an unknown outcome stay ServiceUnavailable", async () => {
+    const { turngate } = controlAnswering(new ConnectError("down", Code.Unavailable));
+    await assert.rejects(turngate.stop(SESSION, { retryForMs: 0 }), (error: unknown) => {
+      assert.ok(error instanceof ServiceUnavailable);
+      assert.ok(!(error instanceof WriteOutcomeUnknown));
+      return true;
+    });
   });
 
   it("a refusal is not retried", async () => {

@@ -36,6 +36,7 @@ from turngate.client import (
     StopResult,
     TurngateError,
     TurnRecord,
+    WriteOutcomeUnknown,
     tls_credentials,
 )
 from turngate.client.auth import check_token
@@ -151,6 +152,13 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `turngate watch --json | head`: the reader is gone
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.OK
+    except WriteOutcomeUnknown as error:
+        again = f" with --request-id {error.request_id}" if error.request_id else ""
+        return _fail(
+            f"{target.target} could not confirm it ({error.code.name}): it may have taken effect; "
+            f"run the same command again{again} to learn what it did",
+            ExitCode.OUTCOME_UNKNOWN,
+        )
     except ServiceUnavailable as error:
         return _fail(f"{target.target} unavailable ({error.code.name}): {error}", ExitCode.FAILURE)
     except InvalidRequest as error:

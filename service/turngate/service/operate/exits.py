@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     UNAUTHENTICATED = 6
     PERMISSION_DENIED = 7
     NOT_STARTED = 8
+    OUTCOME_UNKNOWN = 9
     INTERRUPTED = 130
 
 
@@ -29,6 +30,8 @@ MEANINGS = {
     ExitCode.PERMISSION_DENIED: "permission denied: the token's principal lacks the role or the project",
     ExitCode.NOT_STARTED: "stop: the turn named had not started (or was queued): it will not run; "
     "nothing running was stopped",
+    ExitCode.OUTCOME_UNKNOWN: "the service could not confirm a change it was sent: it may have taken effect; "
+    "run the same command again (with the --request-id it names) to learn what it did",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM) before finishing; watch and serve end so, with 0",
 }
 
