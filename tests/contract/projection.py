@@ -21,12 +21,12 @@ from turngate.service.core import (
     ToolCallStatus,
     TurnOutcome,
 )
+from turngate.service.ledger.projector import AfterCommit, LedgerProjector
 from turngate.service.ledger.record import record
 from turngate.service.ports.store import Store
 from turngate.service.sql.tables import interactions, ledger_cursors, session_events, tool_calls, turns
 from turngate.service.store.redis.connection import Client
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, log_event
-from turngate.service.store.redis.projector import AfterCommit, LedgerProjector
 
 SECOND = 1_000_000
 LEDGER_TABLES = (session_events, turns, tool_calls, interactions)

@@ -19,12 +19,13 @@ from tests.contract.released import (
     write_released_sql_document,
 )
 from turngate.service.core import LEGACY_EPOCH, Complete, SessionKey, TurnAdmitted, TurnOutcome
-from turngate.service.ledger.cursors import Position
+from turngate.service.ledger.projector import LedgerProjector
+from turngate.service.ports.outbox import Position
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import migrate
 from turngate.service.sql.tables import ledger_cursors, session_events
 from turngate.service.store.redis.keys import Keyspace
-from turngate.service.store.redis.projector import LedgerProjector
+from turngate.service.store.redis.outbox import RedisOutbox
 from turngate.service.store.sql import SqlStore
 
 KEY = SessionKey("project", "released")
@@ -98,10 +99,8 @@ async def test_a_session_the_redis_store_of_0_1_0_wrote_goes_on_in_the_legacy_ep
     store = open_redis_store(REDIS_SERVER, redis_keyspace)
     engine = make_engine(blank_database_url)
     projector = LedgerProjector(
-        Redis.from_url(REDIS_SERVER),
-        redis_keyspace,
+        RedisOutbox(Redis.from_url(REDIS_SERVER), redis_keyspace, consumer="upgraded"),
         engine,
-        consumer="upgraded",
         reclaim_idle=1.0,
         max_deliveries=3,
     )

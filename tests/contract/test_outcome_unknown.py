@@ -24,6 +24,7 @@ from turngate.service.core import (
     Admitted,
     Cancel,
     Cancelled,
+    ClearQueue,
     Command,
     Complete,
     CompleteReply,
@@ -33,6 +34,7 @@ from turngate.service.core import (
     HeartbeatReply,
     InteractionReply,
     InteractionStatus,
+    QueueCleared,
     RecordInteraction,
     RecordToolCall,
     Reply,
@@ -77,6 +79,12 @@ async def paused(store: ContractStore) -> Admitted:
     lease = await running(store)
     await store.apply(KEY, enqueue("t2"))
     await store.apply(KEY, Complete("t1", lease.generation, TurnOutcome.FAILED))
+    return lease
+
+
+async def waiting(store: ContractStore) -> Admitted:
+    lease = await running(store)
+    await store.apply(KEY, enqueue("t2"))
     return lease
 
 
@@ -130,6 +138,11 @@ def resumed(reply: Reply, state: Session, _: Admitted) -> None:
     assert state.active.turn_id == "t2"
 
 
+def cleared(reply: Reply, state: Session, _: Admitted) -> None:
+    assert reply == QueueCleared(("t2",), "t1"), "what the first call cleared"
+    assert state.queue == ()
+
+
 RETRIED = [
     Retried("admit", lambda _: fresh(), lambda _: Admit("t1", "runner", LEASE), admitted_again),
     Retried("heartbeat", running, lambda lease: Heartbeat("t1", lease.generation), continued),
@@ -161,6 +174,7 @@ RETRIED = [
         stopping,
     ),
     Retried("resume_queue", paused, lambda _: ResumeQueue("req-1", MEMORY), resumed),
+    Retried("clear_queue", waiting, lambda _: ClearQueue("start over", "req-1", MEMORY), cleared),
 ]
 
 

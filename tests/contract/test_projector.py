@@ -52,13 +52,14 @@ from turngate.service.core import (
     TurnAdmitted,
     TurnOutcome,
 )
+from turngate.service.ledger.projector import PRUNE_IDLE_S, AfterCommit, LedgerProjector
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.replay import replay
 from turngate.service.ports.store import Store, StoreUnavailable
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.tables import dialect_insert, ledger_cursors
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, LogEntries, log_id, member
-from turngate.service.store.redis.projector import PRUNE_IDLE_S, AfterCommit, LedgerProjector
+from turngate.service.store.redis.outbox import RedisOutbox
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import SqlStore
 
@@ -109,14 +110,11 @@ async def make_projector(redis_keyspace: Keyspace, ledger: AsyncEngine) -> Async
         prune_idle: float = PRUNE_IDLE_S,
     ) -> LedgerProjector:
         projector = LedgerProjector(
-            Redis.from_url(REDIS_SERVER),
-            redis_keyspace,
+            RedisOutbox(Redis.from_url(REDIS_SERVER), redis_keyspace, consumer=consumer, batch=100),
             ledger,
-            consumer=consumer,
             reclaim_idle=reclaim_idle,
             max_deliveries=max_deliveries,
             prune_idle=prune_idle,
-            batch=100,
             concurrency=4,
             after_commit=after_commit,
         )

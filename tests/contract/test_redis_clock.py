@@ -31,9 +31,11 @@ from turngate.service.core import (
     TurnOutcome,
     TurnSettled,
 )
+from turngate.service.store.redis import clock as redis_clock_module
 from turngate.service.store.redis import store as redis_store_module
+from turngate.service.store.redis.clock import BEHIND_LIMIT_US
 from turngate.service.store.redis.keys import Keyspace
-from turngate.service.store.redis.store import BEHIND_LIMIT_US, RedisStore
+from turngate.service.store.redis.store import RedisStore
 
 pytestmark = pytest.mark.redis
 
@@ -189,8 +191,8 @@ def test_the_estimate_of_redis_time_is_never_behind_it_and_catches_up_with_a_ste
     behind TIME, which it follows to within the slowest of the fastest trips out. When TIME steps
     forward, the first reply read sooner than the step brings the estimate up to it."""
     monotonic = 0
-    monkeypatch.setattr(redis_store_module, "_monotonic_us", lambda: monotonic)
-    clock = redis_store_module._StoreClock()
+    monkeypatch.setattr(redis_clock_module, "monotonic_us", lambda: monotonic)
+    clock = redis_clock_module.StoreClock()
     offset = 1_700_000_000 * SECOND  # Redis TIME = the monotonic clock + offset
     step, step_at = 50_000, 1_000
     caught_up = True

@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 
 from turngate.service.auth.principals import TokensFileError, load_tokens
 from turngate.service.config import Settings
-from turngate.service.operate.commands import Target
+from turngate.service.operate.operations import Target
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"

@@ -28,7 +28,8 @@ from tests.e2e.processes import (
 )
 from tests.waiting import eventually
 from turngate.client import __version__
-from turngate.service.config import Settings, shown_default
+from turngate.service.config import Settings
+from turngate.service.config_help import shown_default
 from turngate.service.sql.migrate import alembic_config
 from turngate.service.sql.tables import metadata
 

@@ -92,6 +92,13 @@ async def to_resume(client: Client, session: pb.SessionRef) -> Send:
     return lambda c: c.control.ResumeQueue(request)
 
 
+async def to_clear(client: Client, session: pb.SessionRef) -> Send:
+    await enqueue(client, session, "t1")
+    await enqueue(client, session, "t2")
+    request = pb.ClearQueueRequest(session=session, reason="start over", request_id="req-1")
+    return lambda c: c.control.ClearQueue(request)
+
+
 def admitted(reply: pb.AdmitTurnResponse) -> None:
     assert (reply.lease.turn_id, reply.replayed) == ("t1", True)
 
@@ -132,6 +139,10 @@ def resumed(reply: pb.ResumeQueueResponse) -> None:
     assert reply.admitted_turn_id == "t2", "the turn the first call admitted"
 
 
+def cleared(reply: pb.ClearQueueResponse) -> None:
+    assert (list(reply.cleared_turn_ids), reply.active_turn_id) == (["t2"], "t1"), "what the first cleared"
+
+
 RPCS = [
     Rpc("AdmitTurn", to_admit, admitted),
     Rpc("Heartbeat", to_heartbeat, continued),
@@ -141,6 +152,7 @@ RPCS = [
     Rpc("CompleteTurn", to_complete, settled),
     Rpc("CancelTurn", to_stop, stopping),
     Rpc("ResumeQueue", to_resume, resumed),
+    Rpc("ClearQueue", to_clear, cleared),
 ]
 
 

@@ -34,7 +34,7 @@ from tests.e2e.calls import (
 )
 from tests.e2e.servers import Client
 from tests.e2e.watching import collect, collect_until, dequeues, turn_of, watch
-from turngate.service.core import Admit, Cancel, Command, Complete, Expire, ResumeQueue
+from turngate.service.core import Admit, Cancel, ClearQueue, Command, Complete, Expire, ResumeQueue
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 
@@ -268,3 +268,39 @@ async def test_q1_concurrent_enqueues_get_distinct_places_and_are_admitted_in_th
     log = await events_after(client, session, head)
     assert [e.turn_queued.turn.turn_id for e in log if e.HasField("turn_queued")] == by_position
     assert admitted_ids(log) == by_position
+
+
+# --- ClearQueue vs the CompleteTurn that would promote the head -------------------------------
+
+
+async def clear_queue(client: Client, session: pb.SessionRef) -> pb.ClearQueueResponse:
+    return await client.control.ClearQueue(pb.ClearQueueRequest(session=session, reason="start over"))
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
+async def test_q3_q6_clear_queue_racing_the_completion_that_promotes_the_head_never_stops_a_running_turn(
+    server: TurngateServer, client: Client, session: pb.SessionRef, order: str
+) -> None:
+    """The SDK's clear was a read and a Stop of the last queued turn: a promotion in between made
+    it a Stop of a running turn. ClearQueue decides in one write: whichever commits first, every
+    turn that was waiting then is cancelled, and no turn the completion admitted is stopped."""
+    lease, head = await queue_behind_t1(client, session, "t2", "t3")
+    calls = {"complete": complete(client, lease), "other": clear_queue(client, session)}
+
+    with gated(server, gate_for(session, ORDERS[order], {"complete": Complete, "other": ClearQueue})) as gate:
+        results = await forced(gate, calls, ORDERS[order])
+
+    log = await events_after(client, session, head)
+    assert "stop_requested" not in kinds(log), "ClearQueue stops nothing"
+    cleared: pb.ClearQueueResponse = results["other"]
+    current = await snapshot(client, session)
+    if admitted_ids(log) == ["t2"]:  # the completion promoted t2 before the clear
+        assert list(cleared.cleared_turn_ids) == ["t3"]
+        assert (current.phase, current.active.turn_id) == (pb.SESSION_PHASE_RUNNING, "t2")
+    else:
+        assert admitted_ids(log) == []
+        assert list(cleared.cleared_turn_ids) == ["t2", "t3"]
+        assert current.phase == pb.SESSION_PHASE_IDLE
+    assert list(current.queue) == []
+    forced_promotion = {"complete_decided_first": [], "other_decided_first": ["t2"]}
+    assert admitted_ids(log) == forced_promotion.get(order, admitted_ids(log))

@@ -13,10 +13,11 @@ import signal
 import sys
 
 from turngate.service.core import SessionKey
+from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.keys import Keyspace
-from turngate.service.store.redis.projector import LedgerProjector
+from turngate.service.store.redis.outbox import RedisOutbox
 
 # Each Redis call's bound, as the service's default (Settings.redis_timeout).
 REDIS_TIMEOUT_S = 2.0
@@ -28,10 +29,12 @@ async def die(_key: SessionKey, _cursor: int) -> None:
 
 async def main(redis_url: str, prefix: str, buckets: str, ledger_url: str, consumer: str) -> None:
     projector = LedgerProjector(
-        connect(redis_url, REDIS_TIMEOUT_S),
-        Keyspace(prefix=prefix, buckets=int(buckets)),
+        RedisOutbox(
+            connect(redis_url, REDIS_TIMEOUT_S),
+            Keyspace(prefix=prefix, buckets=int(buckets)),
+            consumer=consumer,
+        ),
         make_engine(ledger_url),
-        consumer=consumer,
         reclaim_idle=1.0,
         max_deliveries=3,
         after_commit=die,

@@ -21,15 +21,16 @@ from tests.contract.projection import ledger_rows, log_of, marks, play_turn
 from tests.faults.deployments import PrivateRedis
 from tests.waiting import eventually
 from turngate.service.core import Event, SessionKey, TurnOutcome
-from turngate.service.ledger.cursors import Position
+from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ledger.reads import Ledger
+from turngate.service.ports.outbox import Position
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.redis_url import RedisUrl
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.tables import ledger_cursors
 from turngate.service.store.redis.feed import ClusterLogFeed, RedisLogFeed, open_feed
 from turngate.service.store.redis.keys import Keyspace
-from turngate.service.store.redis.projector import LedgerProjector
+from turngate.service.store.redis.outbox import RedisOutbox
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.watch import Snapshot, WatchHub
 
@@ -64,10 +65,8 @@ async def projector(
     volatile_redis: PrivateRedis, keys: Keyspace, ledger: AsyncEngine
 ) -> AsyncIterator[LedgerProjector]:
     projector = LedgerProjector(
-        volatile_redis.client(),
-        keys,
+        RedisOutbox(volatile_redis.client(), keys, consumer="projector"),
         ledger,
-        consumer="projector",
         reclaim_idle=1.0,
         max_deliveries=3,
     )
@@ -177,10 +176,8 @@ async def test_an_acknowledgement_of_the_lost_epoch_leaves_the_new_logs_mark_alo
         await play_turn(store, KEY, "t2")
 
     doomed = LedgerProjector(
-        volatile_redis.client(),
-        keys,
+        RedisOutbox(volatile_redis.client(), keys, consumer="doomed"),
         ledger,
-        consumer="doomed",
         reclaim_idle=1.0,
         max_deliveries=3,
         after_commit=lose_then_write_again,

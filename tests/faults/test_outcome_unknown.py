@@ -35,13 +35,14 @@ from turngate.service.core import (
     SettledBy,
     TurnOutcome,
 )
+from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.keys import Keyspace
-from turngate.service.store.redis.projector import LedgerProjector
+from turngate.service.store.redis.outbox import RedisOutbox
 from turngate.service.store.redis.replication import Replication
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import SqlStore
@@ -285,15 +286,13 @@ async def test_the_projector_logs_reads_no_replica_confirms_as_warnings_and_reco
     ledger_url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
     await migrate(ledger_url)
     ledger = make_engine(ledger_url)
-    projector = LedgerProjector(
+    outbox = RedisOutbox(
         connect(redis_server.url, 2.0),
         keys,
-        ledger,
         consumer="p",
-        reclaim_idle=1.0,
-        max_deliveries=3,
         replication=Replication(REPLICAS[redis_server.topology] + 1, 50),
     )
+    projector = LedgerProjector(outbox, ledger, reclaim_idle=1.0, max_deliveries=3)
     running = asyncio.create_task(projector.run())
     try:
         with caplog.at_level(logging.WARNING, logger="turngate.projector"):

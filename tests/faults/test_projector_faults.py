@@ -32,10 +32,11 @@ from tests.faults.deployments import PrivateRedis
 from tests.faults.servers import PrivatePostgres
 from tests.waiting import eventually
 from turngate.service.core import SessionKey
+from turngate.service.ledger.projector import AfterCommit, LedgerProjector
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.redis.connection import Client
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace
-from turngate.service.store.redis.projector import AfterCommit, LedgerProjector
+from turngate.service.store.redis.outbox import RedisOutbox
 from turngate.service.store.redis.store import RedisStore
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]  # servers of their own
@@ -66,10 +67,8 @@ def replica(
     server: PrivateRedis, keys: Keyspace, ledger: AsyncEngine, consumer: str, after_commit: AfterCommit
 ) -> LedgerProjector:
     return LedgerProjector(
-        server.client(),
-        keys,
+        RedisOutbox(server.client(), keys, consumer=consumer),
         ledger,
-        consumer=consumer,
         reclaim_idle=RECLAIM_IDLE_S,
         max_deliveries=MAX_DELIVERIES,
         after_commit=after_commit,

@@ -33,13 +33,14 @@ from turngate.service.core import (
     TurnOutcome,
     TurnSettled,
 )
+from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
 from turngate.service.redis_url import RedisUrl
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.feed import open_feed
 from turngate.service.store.redis.keys import Keyspace, member
-from turngate.service.store.redis.projector import LedgerProjector
+from turngate.service.store.redis.outbox import RedisOutbox
 from turngate.service.store.redis.store import RedisStore
 
 pytestmark = pytest.mark.redis
@@ -194,7 +195,9 @@ async def test_a_projector_on_a_cluster_none_of_whose_nodes_answers_is_unavailab
     """Its loop is retried quietly, as for any Redis outage, instead of failing with a traceback."""
     ledger = make_engine(f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}")
     redis = connect(nothing_listening(), REDIS_TIMEOUT_S)
-    projector = LedgerProjector(redis, keys, ledger, consumer="p", reclaim_idle=1.0, max_deliveries=3)
+    projector = LedgerProjector(
+        RedisOutbox(redis, keys, consumer="p"), ledger, reclaim_idle=1.0, max_deliveries=3
+    )
     try:
         for call in (projector.create_groups(), projector.poll()):
             with pytest.raises(StoreUnavailable):

@@ -18,7 +18,7 @@ from tests.e2e.servers import Client as Raw
 from tests.sdk.conftest import PROJECT
 from tests.waiting import eventually
 from turngate.client.defaults import DEFAULT_PROJECT, DEFAULT_TARGET
-from turngate.service.operate.commands import Target
+from turngate.service.operate.operations import Target
 from turngate.v1 import turngate_pb2 as pb
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -56,6 +56,7 @@ SAMPLES: dict[str, Callable[[], Message]] = {
         session=SESSION, interaction_id="i1", resolution="y"
     ),
     "ResumeQueue": lambda: pb.ResumeQueueRequest(session=SESSION),
+    "ClearQueue": lambda: pb.ClearQueueRequest(session=SESSION),
     "MintSessionToken": lambda: pb.MintSessionTokenRequest(session=SESSION, allow_stop=True),
     "WatchSession": lambda: pb.WatchSessionRequest(session=SESSION),
     "GetSession": lambda: pb.GetSessionRequest(session=SESSION),
@@ -167,6 +168,7 @@ async def test_i11_a_gateway_of_project_a_cannot_stop_watch_or_read_project_b_an
             pb.ResolveInteractionRequest(session=theirs, interaction_id="i1", resolution="approved"),
         ),
         ("/turngate.v1.ControlService/ResumeQueue", pb.ResumeQueueRequest(session=theirs)),
+        ("/turngate.v1.ControlService/ClearQueue", pb.ClearQueueRequest(session=theirs)),
         (
             "/turngate.v1.ControlService/MintSessionToken",
             pb.MintSessionTokenRequest(session=theirs, allow_stop=True),

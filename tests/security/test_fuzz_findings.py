@@ -63,7 +63,7 @@ FREE_TEXT: list[tuple[str, str, Build]] = [
 ]
 CASES = [pytest.param(build, field, id=f"{rpc}.{field}") for rpc, field, build in FREE_TEXT]
 
-_POLICY = Policy(lease_ttl=20_000_000, stop_grace=30_000_000, memory_ttl=600_000_000)
+_POLICY = Policy(lease_ttl=20_000_000, stop_grace=30_000_000, tombstone_ttl=600_000_000)
 _PARSERS: dict[type[Message], Callable[[Any], object]] = {
     pb.RecordToolCallRequest: lambda r: parse.record_tool_call(r, _POLICY, ""),
     pb.RecordInteractionRequest: lambda r: parse.record_interaction(r, _POLICY, ""),

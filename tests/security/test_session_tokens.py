@@ -191,6 +191,25 @@ async def test_a_token_minted_with_allow_stop_stops_its_sessions_turn(keyed: Tur
     assert answer.cancelled.stopping_turn_id == "t1"
 
 
+async def test_a_token_minted_with_allow_stop_clears_its_sessions_queue_and_a_watch_only_one_may_not(
+    keyed: TurngateServer,
+) -> None:
+    """ClearQueue needs the scope Stop needs: a Stop with queue action CLEAR clears the queue too."""
+    session = pb.SessionRef(project_id=PROJECT_A, session_id=f"s-{uuid.uuid4().hex[:12]}")
+    async with client_as(keyed.port, bearer(RUNNER_A)) as runner:
+        await admit(runner, session, "t1")
+        await admit(runner, session, "t2", mode=pb.ADMISSION_MODE_ENQUEUE)
+    watching = await mint(keyed.port, session, ttl=60)
+    stopping = await mint(keyed.port, session, allow_stop=True, ttl=60)
+    async with client_as(keyed.port, with_bearer(watching.token)) as page:
+        denial = await refused(page.control.ClearQueue(pb.ClearQueueRequest(session=session)))
+    assert denial.code is grpc.StatusCode.PERMISSION_DENIED
+    async with client_as(keyed.port, with_bearer(stopping.token)) as page:
+        cleared = await page.control.ClearQueue(pb.ClearQueueRequest(session=session))
+    assert list(cleared.cleared_turn_ids) == ["t2"]
+    assert cleared.active_turn_id == "t1"
+
+
 async def test_an_admin_mints_for_any_project(keyed: TurngateServer) -> None:
     theirs = pb.SessionRef(project_id=PROJECT_B, session_id="s1")
     minted = await mint(keyed.port, theirs, minter=ADMIN)

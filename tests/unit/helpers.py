@@ -35,7 +35,7 @@ SECOND = 1_000_000  # the core counts µs
 T0 = 1_700_000_000 * SECOND  # a realistic store clock
 LEASE_TTL = 20 * SECOND
 STOP_GRACE = 30 * SECOND
-MEMORY_TTL = 600 * SECOND
+TOMBSTONE_TTL = 600 * SECOND
 WAIT = limits.DEFAULT_MAX_QUEUE_WAIT
 
 
@@ -72,9 +72,9 @@ def cancel(
     request_id: str = "",
     reason: str = "user pressed stop",
     stop_grace: int = STOP_GRACE,
-    memory_ttl: int = MEMORY_TTL,
+    tombstone_ttl: int = TOMBSTONE_TTL,
 ) -> Cancel:
-    return Cancel(expected_turn_id, reason, force, request_id, stop_grace, memory_ttl)
+    return Cancel(expected_turn_id, reason, force, request_id, stop_grace, tombstone_ttl)
 
 
 def heartbeat(lease: Lease, lease_ttl: int | None = None) -> Heartbeat:
@@ -99,7 +99,7 @@ def interaction(lease: Lease, interaction_id: str = "i1", kind: str = "approval"
 def resolve(
     interaction_id: str = "i1", resolution: str = "approved", *, request_id: str = ""
 ) -> ResolveInteraction:
-    return ResolveInteraction(interaction_id, resolution, request_id, MEMORY_TTL)
+    return ResolveInteraction(interaction_id, resolution, request_id, TOMBSTONE_TTL)
 
 
 def complete(lease: Lease, outcome: TurnOutcome = TurnOutcome.COMPLETED, error: str = "") -> Complete:

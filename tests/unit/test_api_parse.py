@@ -26,7 +26,7 @@ LEASE = pb.TurnLease(session=REF, turn_id="t1", generation=7)
 POLICY = Policy(
     lease_ttl=20 * SECOND,
     stop_grace=30 * SECOND,
-    memory_ttl=600 * SECOND,
+    tombstone_ttl=600 * SECOND,
     max_open_tool_calls=10,
     max_pending_interactions=5,
     max_active_sessions_per_project=3,

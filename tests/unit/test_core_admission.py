@@ -17,10 +17,10 @@ from turngate.service.core import (
 
 from .helpers import (
     LEASE_TTL,
-    MEMORY_TTL,
     SECOND,
     STOP_GRACE,
     T0,
+    TOMBSTONE_TTL,
     Timeline,
     active_of,
     admit,
@@ -200,7 +200,7 @@ def test_i4_tombstone_expires_after_its_ttl_and_the_turn_may_then_be_admitted() 
     timeline = Timeline()
     timeline.do(cancel("t1"))
     before = timeline.state
-    assert_refused(timeline.do(admit("t1"), after=MEMORY_TTL - 1), before, ErrorReason.TURN_CANCELLED)
+    assert_refused(timeline.do(admit("t1"), after=TOMBSTONE_TTL - 1), before, ErrorReason.TURN_CANCELLED)
 
     timeline.admit("t1", after=1)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from turngate.service.core import ClockWindow, Session, clock_window
 
-from .helpers import MEMORY_TTL, SECOND, STOP_GRACE, T0, Timeline, cancel, running
+from .helpers import SECOND, STOP_GRACE, T0, TOMBSTONE_TTL, Timeline, cancel, running
 
 
 def test_i10_a_session_with_nothing_to_expire_decides_the_same_at_every_instant() -> None:
@@ -34,8 +34,8 @@ def test_i8_a_stopping_turns_decisions_hold_until_its_earlier_deadline() -> None
 
 def test_i10_tombstones_and_remembered_stops_bound_the_window_on_both_sides() -> None:
     timeline = Timeline()
-    timeline.do(cancel("early", request_id="q1"))  # a tombstone and a request id, both kept MEMORY_TTL
-    forgotten = T0 + MEMORY_TTL
+    timeline.do(cancel("early", request_id="q1"))  # a tombstone and a request id, both kept TOMBSTONE_TTL
+    forgotten = T0 + TOMBSTONE_TTL
     timeline.do(cancel("later"), after=10 * SECOND)
 
     assert clock_window(timeline.state, timeline.now) == ClockWindow(None, forgotten)

@@ -98,7 +98,7 @@ INTERACTION_IDS = st.sampled_from(["i1", "i2"])
 REQUEST_IDS = st.sampled_from(["", "", "q1", "q2"])
 LEASE_TTLS = st.sampled_from([2 * SECOND, 20 * SECOND, 60 * SECOND])
 STOP_GRACES = st.sampled_from([SECOND, 30 * SECOND])
-MEMORY_TTLS = st.sampled_from([10 * SECOND, 600 * SECOND])
+TOMBSTONE_TTLS = st.sampled_from([10 * SECOND, 600 * SECOND])
 CLOCK_STEPS = st.sampled_from([-SECOND, -1, 0, 1, 1_000, SECOND, 3 * SECOND, 12 * SECOND, 40 * SECOND])
 RUNNER_OUTCOMES = st.sampled_from([TurnOutcome.COMPLETED, TurnOutcome.FAILED, TurnOutcome.CANCELLED])
 RECORD_STATUSES = st.sampled_from([ToolCallStatus.OPEN, ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED])
@@ -299,9 +299,11 @@ class SessionMachine(RuleBasedStateMachine):
         force=st.sampled_from([False, False, True]),
         request_id=REQUEST_IDS,
         stop_grace=STOP_GRACES,
-        memory_ttl=MEMORY_TTLS,
+        tombstone_ttl=TOMBSTONE_TTLS,
     )
-    def cancel(self, expected: str, force: bool, request_id: str, stop_grace: int, memory_ttl: int) -> None:
+    def cancel(
+        self, expected: str, force: bool, request_id: str, stop_grace: int, tombstone_ttl: int
+    ) -> None:
         expected = self.named(expected)
         swept = self.sweep()
         holds = swept.state.active
@@ -310,7 +312,7 @@ class SessionMachine(RuleBasedStateMachine):
         if request_id in self.memos and self.memos[request_id][1] > self.latest:
             assert replayed  # the answer is remembered for as long as promised
         command = cancel(
-            expected, force=force, request_id=request_id, stop_grace=stop_grace, memory_ttl=memory_ttl
+            expected, force=force, request_id=request_id, stop_grace=stop_grace, tombstone_ttl=tombstone_ttl
         )
         decision = self.apply(command)
         reply = decision.reply
@@ -321,7 +323,7 @@ class SessionMachine(RuleBasedStateMachine):
             assert nothing_changed
             return
         if request_id:
-            self.memos[request_id] = (reply, self.now + memory_ttl)
+            self.memos[request_id] = (reply, self.now + tombstone_ttl)
         if holds is not None and expected in ("", holds.turn_id):
             self.check_stop(holds, decision, swept, force, stop_grace)
         elif not expected or self.remembers_turn(expected):  # I4: ended, or nothing named
@@ -340,7 +342,7 @@ class SessionMachine(RuleBasedStateMachine):
             assert reply == Cancelled((expected,), before_start=True, active_turn_id=untouched)
             assert decision.state.active == holds
             if decision.events != swept.events:
-                self.tombstones[expected] = self.now + memory_ttl
+                self.tombstones[expected] = self.now + tombstone_ttl
 
     @rule()
     def expire(self) -> None:

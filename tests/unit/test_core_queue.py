@@ -11,10 +11,12 @@ from turngate.service.core import (
     Admitted,
     Cancel,
     Cancelled,
+    ClearQueue,
     ErrorReason,
     Expire,
     Mismatch,
     QueueAction,
+    QueueCleared,
     Queued,
     QueuePause,
     QueuePaused,
@@ -34,9 +36,9 @@ from turngate.service.core import (
 
 from .helpers import (
     LEASE_TTL,
-    MEMORY_TTL,
     SECOND,
     STOP_GRACE,
+    TOMBSTONE_TTL,
     WAIT,
     Lease,
     Timeline,
@@ -322,6 +324,73 @@ def test_q3_an_emptied_queue_is_no_longer_paused() -> None:
     assert isinstance(timeline.do(reject("t3"), after=SECOND).reply, Admitted)
 
 
+def test_q3_a_stop_that_pauses_the_queue_is_recorded_as_its_cause_with_its_reason() -> None:
+    timeline, lease = with_queue("t2")
+    timeline.do(replace(stop("t1"), reason="wrong file"), after=SECOND)
+    decision = timeline.do(complete(lease, TurnOutcome.CANCELLED), after=SECOND)
+
+    assert bodies(decision)[-1] == QueuePaused("t1", TurnOutcome.CANCELLED, True, "wrong file")
+    assert timeline.state.queue_paused_by == QueuePause("t1", TurnOutcome.CANCELLED, True, "wrong file")
+
+
+def test_q3_a_turn_that_fails_pauses_the_queue_by_its_own_end_with_no_stop() -> None:
+    timeline, lease = with_queue("t2")
+    timeline.do(complete(lease, TurnOutcome.FAILED, "boom"), after=SECOND)
+
+    assert timeline.state.queue_paused_by == QueuePause("t1", TurnOutcome.FAILED, False, "")
+
+
+def test_q3_clear_queue_cancels_every_queued_turn_in_one_write_and_leaves_the_active_turn_alone() -> None:
+    timeline, _ = with_queue("t2", "t3")
+    active = timeline.active
+
+    decision = timeline.do(ClearQueue("start over", "", TOMBSTONE_TTL), after=SECOND)
+
+    assert decision.reply == QueueCleared(("t2", "t3"), "t1")
+    dequeued = [b for b in bodies(decision) if isinstance(b, TurnDequeued)]
+    assert [(d.turn_id, d.outcome, d.cleared, d.reason) for d in dequeued] == [
+        ("t2", TurnOutcome.CANCELLED, True, "start over"),
+        ("t3", TurnOutcome.CANCELLED, True, "start over"),
+    ]
+    assert kinds(decision) == ["turn_dequeued", "turn_dequeued"]
+    assert timeline.state.queue == ()
+    assert timeline.active == active, "the active turn runs on, untouched"
+    assert_refused(timeline.do(enqueue("t2"), after=SECOND), timeline.state, ErrorReason.TURN_CANCELLED)
+
+
+def test_q3_clear_queue_of_a_paused_queue_on_an_idle_session_leaves_it_idle_and_unpaused() -> None:
+    timeline, lease = with_queue("t2")
+    timeline.do(complete(lease, TurnOutcome.FAILED), after=SECOND)
+
+    decision = timeline.do(ClearQueue(), after=SECOND)
+
+    assert decision.reply == QueueCleared(("t2",), "")
+    assert (timeline.state.active, timeline.state.queue, timeline.state.queue_paused_by) == (None, (), None)
+
+
+def test_q3_clear_queue_of_an_empty_queue_changes_nothing() -> None:
+    timeline, _ = running("t1")
+    before = timeline.state
+
+    decision = timeline.do(ClearQueue(), after=SECOND)
+
+    assert decision.reply == QueueCleared((), "t1")
+    assert_unchanged(decision, before)
+
+
+def test_q5_clear_queue_retried_with_its_request_id_answers_what_it_cleared() -> None:
+    timeline, _ = with_queue("t2")
+    first = timeline.do(ClearQueue("", "q1", TOMBSTONE_TTL), after=SECOND).reply
+    timeline.do(enqueue("t3"), after=SECOND)
+    before = timeline.state
+
+    retry = timeline.do(ClearQueue("", "q1", TOMBSTONE_TTL), after=SECOND)
+
+    assert retry.reply == first == QueueCleared(("t2",), "t1")
+    assert_unchanged(retry, before)
+    assert [q.turn_id for q in timeline.state.queue] == ["t3"], "what waits since is not cleared"
+
+
 # --- Q4 bounded ----------------------------------------------------------------------------
 
 
@@ -412,7 +481,7 @@ def test_q6_stop_naming_a_queued_turn_removes_only_it() -> None:
     assert queued_ids(timeline) == ["t3"]
     assert timeline.active.turn_id == "t1"
     assert timeline.active.phase is TurnPhase.RUNNING
-    assert timeline.state.tombstones["t2"] == timeline.now + MEMORY_TTL
+    assert timeline.state.tombstones["t2"] == timeline.now + TOMBSTONE_TTL
 
 
 def test_q6_stop_naming_the_active_turn_leaves_the_queue() -> None:

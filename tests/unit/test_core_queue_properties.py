@@ -1,9 +1,9 @@
-"""A Hypothesis state machine for the admission modes and the queue (§7): any mix of REJECT,
-ENQUEUE and INTERRUPT admissions, runner reports, Stops with every queue action, ResumeQueue and the
-clock. Its model, built from the event log alone, checks Q1 (FIFO, an INTERRUPT's turn at the
-head), Q2 (promotion only from the head, never while paused), that every queued turn ends exactly
-once (admitted, cancelled, cleared or expired), I1 and I2, and that the document's queue is the
-log's."""
+"""A Hypothesis state machine for the admission modes and the queue (§7): any mix of REJECT, ENQUEUE
+and INTERRUPT admissions, runner reports, Stops with every queue action, ResumeQueue, ClearQueue
+and the clock. Its model, built from the event log alone, checks Q1 (FIFO, an INTERRUPT's turn at
+the head), Q2 (promotion only from the head, never while paused), that every queued turn ends
+exactly once (admitted, cancelled, cleared or expired), I1 and I2, and that the document's queue is
+the log's."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ from turngate.service import codec
 from turngate.service.core import (
     AdmissionMode,
     Admit,
+    ClearQueue,
     Command,
     Complete,
     Decision,
     Expire,
     Heartbeat,
     QueueAction,
+    QueueCleared,
     QueuePaused,
     QueueResumed,
     Refusal,
@@ -105,6 +107,16 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     def resume(self) -> None:
         self.apply(ResumeQueue())
+
+    @rule()
+    def clear(self) -> None:
+        holder = self.holder
+        decision = self.apply(ClearQueue("clear"))
+        assert isinstance(decision.reply, QueueCleared)
+        assert self.queue == [], "every queued turn left"
+        # Q6: nothing but the clock (a deadline passed) ends the active turn; nothing is admitted.
+        assert self.holder in (holder, None)
+        assert not any(isinstance(event.body, TurnAdmitted) for event in decision.events)
 
     @rule()
     def expire(self) -> None:

@@ -29,8 +29,8 @@ from turngate.service.core import (
 )
 
 from .helpers import (
-    MEMORY_TTL,
     SECOND,
+    TOMBSTONE_TTL,
     Lease,
     Timeline,
     admit,
@@ -183,11 +183,11 @@ def test_resume_retried_with_its_request_id_answers_the_turn_the_first_admitted(
     for turn_id in ("t2", "t3"):
         timeline.do(enqueue(turn_id), after=SECOND)
     timeline.do(complete(lease, TurnOutcome.FAILED), after=SECOND)
-    first = timeline.do(ResumeQueue("q1", MEMORY_TTL), after=SECOND).reply
+    first = timeline.do(ResumeQueue("q1", TOMBSTONE_TTL), after=SECOND).reply
     timeline.do(enqueue("t4"), after=SECOND)
     before = timeline.state
 
-    retry = timeline.do(ResumeQueue("q1", MEMORY_TTL), after=SECOND)
+    retry = timeline.do(ResumeQueue("q1", TOMBSTONE_TTL), after=SECOND)
 
     assert first == Resumed("t2", tuple(q for q in before.queue if q.turn_id == "t3"))
     assert retry.reply == Resumed("t2", before.queue), "the turn it admitted, the queue as it is now"
@@ -197,11 +197,11 @@ def test_resume_retried_with_its_request_id_answers_the_turn_the_first_admitted(
 def test_resume_retried_with_its_request_id_resumes_nothing_the_first_did_not() -> None:
     timeline, lease = running("t1")
     timeline.do(enqueue("t2"), after=SECOND)
-    first = timeline.do(ResumeQueue("q1", MEMORY_TTL), after=SECOND).reply
+    first = timeline.do(ResumeQueue("q1", TOMBSTONE_TTL), after=SECOND).reply
     timeline.do(complete(lease, TurnOutcome.FAILED), after=SECOND)  # pauses the queue
     before = timeline.state
 
-    retry = timeline.do(ResumeQueue("q1", MEMORY_TTL), after=SECOND)
+    retry = timeline.do(ResumeQueue("q1", TOMBSTONE_TTL), after=SECOND)
 
     assert first == Resumed("", before.queue)
     assert retry.reply == first

@@ -24,9 +24,9 @@ from turngate.service.core import (
 )
 
 from .helpers import (
-    MEMORY_TTL,
     SECOND,
     STOP_GRACE,
+    TOMBSTONE_TTL,
     Timeline,
     admit,
     assert_refused,
@@ -75,7 +75,7 @@ def test_i4_stop_before_start_tombstones_and_admit_refused_turn_cancelled() -> N
     assert bodies(decision) == [
         StopRequested("t1", 0, "changed my mind", timeline.now, None, before_start=True)
     ]
-    assert timeline.state.tombstones == {"t1": timeline.now + MEMORY_TTL}
+    assert timeline.state.tombstones == {"t1": timeline.now + TOMBSTONE_TTL}
     before = timeline.state
     assert_refused(timeline.do(admit("t1"), after=SECOND), before, ErrorReason.TURN_CANCELLED)
 
@@ -102,7 +102,7 @@ def test_i4_repeated_stop_before_start_same_answer_no_event() -> None:
 
     assert again.reply == first.reply
     assert_unchanged(again, before)
-    assert before.tombstones["t1"] == first.events[0].time + MEMORY_TTL  # the tombstone is not extended
+    assert before.tombstones["t1"] == first.events[0].time + TOMBSTONE_TTL  # the tombstone is not extended
 
 
 def test_i5_stop_moves_running_to_stopping_cancels_pending_interactions() -> None:
@@ -279,19 +279,19 @@ def test_cancel_request_id_replay_of_a_force_does_not_touch_the_next_turn() -> N
 
 def test_cancel_request_id_memo_expires_after_its_ttl() -> None:
     timeline, lease = running("t1")
-    timeline.do(cancel("t1", request_id="req-1", memory_ttl=MEMORY_TTL), after=SECOND)
+    timeline.do(cancel("t1", request_id="req-1", tombstone_ttl=TOMBSTONE_TTL), after=SECOND)
     timeline.do(complete(lease, TurnOutcome.CANCELLED), after=SECOND)
-    timeline.admit("t2", lease_ttl=2 * MEMORY_TTL)
+    timeline.admit("t2", lease_ttl=2 * TOMBSTONE_TTL)
     before = timeline.state
 
-    replay = timeline.do(cancel("t1", request_id="req-1"), after=MEMORY_TTL - SECOND - 1)
+    replay = timeline.do(cancel("t1", request_id="req-1"), after=TOMBSTONE_TTL - SECOND - 1)
     assert isinstance(replay.reply, Cancelled)
     assert_unchanged(replay, before)
     expired = timeline.do(cancel("t1", request_id="req-1"), after=1)
 
     assert isinstance(expired.reply, Mismatch)  # decided afresh, not the first answer
     assert timeline.state.requests["req-1"].reply == expired.reply
-    assert timeline.state.requests["req-1"].expires_at == timeline.now + MEMORY_TTL
+    assert timeline.state.requests["req-1"].expires_at == timeline.now + TOMBSTONE_TTL
 
 
 def test_cancel_mismatch_with_request_id_is_remembered_without_an_event() -> None:

@@ -33,6 +33,7 @@ NOT_RUN = {
     "CLUSTERDOWN": "CLUSTERDOWN The cluster is down",
     "MOVED": "MOVED 3999 127.0.0.1:6381",
     "ASK": "ASK 3999 127.0.0.1:6381",
+    "NOGROUP": "NOGROUP No such key 'tg:{0}:outbox' or consumer group 'ledger' in XREADGROUP",
 }
 LOST = {
     "UNBLOCKED": reply(

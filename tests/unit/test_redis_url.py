@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from turngate.service.config import Settings, describe
+from turngate.service.config import Settings
+from turngate.service.config_help import describe
 from turngate.service.redis_url import RedisUrl
+from turngate.service.store_kinds import REDIS
 
 LEDGER = "postgresql+asyncpg://postgres@127.0.0.1/turngate"
 
@@ -55,4 +57,4 @@ def test_a_bad_redis_url_refuses_to_start_with_one_line(url: str, says: str) -> 
 
 def test_every_topology_is_redis_mode() -> None:
     for url in ("redis+cluster://10.0.0.1:7000", "redis+sentinel://10.0.0.1:26379/turngate"):
-        assert Settings(store=url, ledger=LEDGER).redis_mode
+        assert Settings(store=url, ledger=LEDGER).store_kind is REDIS

@@ -114,9 +114,10 @@ child of the current span, carrying the W3C traceparent; without it nothing is t
   turn named is removed from the queue, `Cancelled.queued`; `queue` is what the queue does after
   the stopped turn: PAUSE, CONTINUE, or CLEAR now, `Cancelled.cleared_turn_ids`);
   `await resume_queue(session_id) -> ResumedQueue` (admits the head of a paused queue if idle);
-  `await clear_queue(session_id, *, reason="") -> Cancelled | None` (cancels every queued turn,
-  leaving the active one running);
-  `await resolve_interaction(session_id, interaction_id, resolution) -> Interaction`;
+  `await clear_queue(session_id, *, reason="", request_id=None) -> Cancelled | None` (cancels
+  every queued turn in one write, leaving the active one running);
+  `await resolve_interaction(session_id, interaction_id, resolution, *, request_id=None) ->
+  Interaction`;
   `await mint_session_token(session_id, *, ttl=None, allow_stop=False) -> SessionToken` (a
   short-lived token reaching only that session, to watch it and, with allow_stop, stop it: what a
   web page may hold; `token`, `expires_at`, `scopes` of `SessionTokenScope`);

@@ -31,6 +31,7 @@ WRITES = (
     pb.CancelTurnRequest,
     pb.ResolveInteractionRequest,
     pb.ResumeQueueRequest,
+    pb.ClearQueueRequest,
 )
 # A runner must get a heartbeat through within its lease: reconnect within ~2 s of the service
 # coming back, not gRPC's default of up to 2 minutes. `channel_options` may override these.

@@ -190,6 +190,17 @@ def snapshot(message: pb.SessionSnapshot) -> SessionSnapshot:
         queue=tuple(queued_turn(turn) for turn in message.queue),
         queue_paused=message.queue_paused,
         queue_paused_by=message.queue_paused_by,
+        queue_pause=queue_paused(message.queue_pause) if message.HasField("queue_pause") else None,
+        raw=message,
+    )
+
+
+def queue_paused(message: pb.QueuePaused) -> QueuePaused:
+    return QueuePaused(
+        message.turn_id,
+        TurnOutcome(message.outcome),
+        message.stop_requested,
+        message.stop_reason,
         raw=message,
     )
 
@@ -252,8 +263,7 @@ def _body(message: pb.SessionEvent) -> EventBody:
                 raw=left,
             )
         case "queue_paused":
-            paused = message.queue_paused
-            return QueuePaused(paused.turn_id, TurnOutcome(paused.outcome), raw=paused)
+            return queue_paused(message.queue_paused)
         case "queue_resumed":
             resumed = message.queue_resumed
             return QueueResumed(resumed.turn_id, raw=resumed)

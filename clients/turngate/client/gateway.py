@@ -87,22 +87,35 @@ class Gateway:
             await self._connection.call(self._connection.control.ResumeQueue, request)
         )
 
-    async def clear_queue(self, session_id: str, *, reason: str = "") -> Cancelled | None:
-        """Cancels every turn waiting in the session's queue, leaving the active turn running; None
-        when none waits. It is one Stop naming the queue's last turn, with `QueueAction.CLEAR`: a
-        Stop naming a queued turn removes only it, and CLEAR takes the others in the same write
-        (`cancelled_turn_ids` with `queued`, and `cleared_turn_ids`). Should that turn have left
-        the queue since it was read, the queue is read again. Only a turn that was alone in the
-        queue and promoted in between is stopped instead (`stopping_turn_id`)."""
-        while True:
-            queue = (await reads.get_session(self._connection, session_id)).queue
-            if not queue:
-                return None
-            answer = await self.stop(
-                session_id, expected_turn_id=queue[-1].turn_id, reason=reason, queue=QueueAction.CLEAR
-            )
-            if isinstance(answer, Cancelled):
-                return answer
+    async def clear_queue(
+        self, session_id: str, *, reason: str = "", request_id: str | None = None
+    ) -> Cancelled | None:
+        """Cancels every turn waiting in the session's queue, in one write (ClearQueue), leaving the
+        active turn running; None when none waited. Each cancelled turn's wait ends with
+        `QueuedTurnCleared`. The answer reads as a Stop naming the queue's last turn with
+        `QueueAction.CLEAR` reads: that turn in `cancelled_turn_ids` (with `queued`), the others in
+        `cleared_turn_ids`, the turn that runs on in `active_turn_id`. Without `request_id` one is
+        made, so that a retry answers what the first attempt cleared."""
+        request = pb.ClearQueueRequest(
+            session=self._connection.session(session_id),
+            reason=reason,
+            request_id=request_id or uuid.uuid4().hex,
+        )
+        answer = await self._connection.call(self._connection.control.ClearQueue, request)
+        if not answer.cleared_turn_ids:
+            return None
+        *others, last = answer.cleared_turn_ids
+        return Cancelled(
+            cancelled_turn_ids=(last,),
+            stopping_turn_id="",
+            settled=False,
+            before_start=False,
+            cancelled_interaction_ids=(),
+            stop_deadline=None,
+            queued=True,
+            cleared_turn_ids=tuple(others),
+            active_turn_id=answer.active_turn_id,
+        )
 
     async def resolve_interaction(
         self, session_id: str, interaction_id: str, resolution: str, *, request_id: str | None = None

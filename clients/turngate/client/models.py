@@ -179,6 +179,8 @@ class SessionSnapshot:
     """The queue waits for `resume_queue` (a turn's end paused it)."""
     queue_paused_by: str = ""
     """The turn whose end paused the queue."""
+    queue_pause: QueuePaused | None = None
+    """With `queue_paused`: what paused it (the turn, how it ended, the Stop that ended it)."""
     raw: pb.SessionSnapshot | None = field(default=None, repr=False, compare=False)
 
 
@@ -230,6 +232,10 @@ class QueuePaused:
     """The turn whose end paused it."""
     outcome: TurnOutcome
     """How that turn ended (FAILED, LOST, or CANCELLED by a Stop)."""
+    stop_requested: bool = False
+    """A gateway's Stop of that turn paused it (saying PAUSE); otherwise the turn's own end did."""
+    stop_reason: str = ""
+    """With `stop_requested`: the Stop's reason."""
     raw: pb.QueuePaused | None = field(default=None, repr=False, compare=False)
 
 

@@ -278,8 +278,10 @@ class Gateway:
     def resume_queue(self, session_id: str, *, request_id: str | None = None) -> ResumedQueue:
         return self._loop.run(self._gateway.resume_queue(session_id, request_id=request_id))
 
-    def clear_queue(self, session_id: str, *, reason: str = "") -> Cancelled | None:
-        return self._loop.run(self._gateway.clear_queue(session_id, reason=reason))
+    def clear_queue(
+        self, session_id: str, *, reason: str = "", request_id: str | None = None
+    ) -> Cancelled | None:
+        return self._loop.run(self._gateway.clear_queue(session_id, reason=reason, request_id=request_id))
 
     def resolve_interaction(
         self, session_id: str, interaction_id: str, resolution: str, *, request_id: str | None = None

@@ -40,8 +40,6 @@ log = logging.getLogger("turngate.client")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 MAX_ERROR_BYTES = 1024
-# On Python 3.11 a cancellation landing as a library's `wait_for` completes can be swallowed:
-# background tasks are cancelled again until they end.
 
 
 def _why(error: errors.TurngateError) -> str:

@@ -1546,6 +1546,70 @@ class ResumeQueueResponse(_message.Message):
 Global___ResumeQueueResponse: _TypeAlias = ResumeQueueResponse  # noqa: Y015
 
 @_typing.final
+class ClearQueueRequest(_message.Message):
+    """Cancels the turns waiting in a session's queue."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """Why; given to each cancelled turn's runner and to watchers (turn_dequeued). At most 1 KiB."""
+    request_id: _builtins.str
+    """Idempotency key: a retry with the same id (for the service's tombstone_ttl) answers what the
+    first call did and changes nothing.
+    """
+    @_builtins.property
+    def session(self) -> Global___SessionRef:
+        """Required."""
+
+    def __init__(
+        self,
+        *,
+        session: Global___SessionRef | None = ...,
+        reason: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "request_id", b"request_id", "session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClearQueueRequest: _TypeAlias = ClearQueueRequest  # noqa: Y015
+
+@_typing.final
+class ClearQueueResponse(_message.Message):
+    """What ClearQueue cancelled."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLEARED_TURN_IDS_FIELD_NUMBER: _builtins.int
+    ACTIVE_TURN_ID_FIELD_NUMBER: _builtins.int
+    active_turn_id: _builtins.str
+    """The turn that is active and runs on, untouched (empty when none is)."""
+    @_builtins.property
+    def cleared_turn_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The turns that were waiting, head first, each now cancelled (refused TURN_CANCELLED if its
+        runner asks again). Empty when none waited.
+        """
+
+    def __init__(
+        self,
+        *,
+        cleared_turn_ids: _abc.Iterable[_builtins.str] | None = ...,
+        active_turn_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_turn_id", b"active_turn_id", "cleared_turn_ids", b"cleared_turn_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClearQueueResponse: _TypeAlias = ClearQueueResponse  # noqa: Y015
+
+@_typing.final
 class WatchSessionRequest(_message.Message):
     """Streams a session."""
 
@@ -1730,6 +1794,7 @@ class SessionSnapshot(_message.Message):
     QUEUE_FIELD_NUMBER: _builtins.int
     QUEUE_PAUSED_FIELD_NUMBER: _builtins.int
     QUEUE_PAUSED_BY_FIELD_NUMBER: _builtins.int
+    QUEUE_PAUSE_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """The last event reflected (0 for a session that never had one)."""
     phase: Global___SessionPhase.ValueType
@@ -1761,6 +1826,10 @@ class SessionSnapshot(_message.Message):
     def queue(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueuedTurn]:
         """The turns waiting for the session, head first."""
 
+    @_builtins.property
+    def queue_pause(self) -> Global___QueuePaused:
+        """With queue_paused: what paused it (the turn, how it ended, and the Stop that ended it)."""
+
     def __init__(
         self,
         *,
@@ -1774,10 +1843,11 @@ class SessionSnapshot(_message.Message):
         queue: _abc.Iterable[Global___QueuedTurn] | None = ...,
         queue_paused: _builtins.bool = ...,
         queue_paused_by: _builtins.str = ...,
+        queue_pause: Global___QueuePaused | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "last_settled", b"last_settled", "session", b"session"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "last_settled", b"last_settled", "queue_pause", b"queue_pause", "session", b"session"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "epoch", b"epoch", "last_settled", b"last_settled", "phase", b"phase", "queue", b"queue", "queue_paused", b"queue_paused", "queue_paused_by", b"queue_paused_by", "resync", b"resync", "seq", b"seq", "session", b"session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "epoch", b"epoch", "last_settled", b"last_settled", "phase", b"phase", "queue", b"queue", "queue_pause", b"queue_pause", "queue_paused", b"queue_paused", "queue_paused_by", b"queue_paused_by", "resync", b"resync", "seq", b"seq", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1899,19 +1969,29 @@ class QueuePaused(_message.Message):
 
     TURN_ID_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
+    STOP_REQUESTED_FIELD_NUMBER: _builtins.int
+    STOP_REASON_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """The turn whose end paused it."""
     outcome: Global___TurnOutcome.ValueType
     """How that turn ended (FAILED, LOST or CANCELLED by a Stop)."""
+    stop_requested: _builtins.bool
+    """True when a gateway's Stop of that turn paused it (QUEUE_ACTION_PAUSE); false when the turn's
+    own end did (it failed, was lost, or its runner ended it CANCELLED).
+    """
+    stop_reason: _builtins.str
+    """With stop_requested: the reason given with the Stop."""
     def __init__(
         self,
         *,
         turn_id: _builtins.str = ...,
         outcome: Global___TurnOutcome.ValueType = ...,
+        stop_requested: _builtins.bool = ...,
+        stop_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome", "stop_reason", b"stop_reason", "stop_requested", b"stop_requested", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -305,6 +305,11 @@ class ControlServiceStub:
                 request_serializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueRequest.SerializeToString,
                 response_deserializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueResponse.FromString,
                 _registered_method=True)
+        self.ClearQueue = channel.unary_unary(
+                '/turngate.v1.ControlService/ClearQueue',
+                request_serializer=turngate_dot_v1_dot_turngate__pb2.ClearQueueRequest.SerializeToString,
+                response_deserializer=turngate_dot_v1_dot_turngate__pb2.ClearQueueResponse.FromString,
+                _registered_method=True)
         self.MintSessionToken = channel.unary_unary(
                 '/turngate.v1.ControlService/MintSessionToken',
                 request_serializer=turngate_dot_v1_dot_turngate__pb2.MintSessionTokenRequest.SerializeToString,
@@ -337,6 +342,15 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClearQueue(self, request, context):
+        """Cancels every turn waiting in the session's queue, in one write; the active turn, if any,
+        runs on untouched (a Stop naming a queued turn with QUEUE_ACTION_CLEAR, when it meets a turn
+        promoted in between, stops that one instead).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def MintSessionToken(self, request, context):
         """A short-lived token a web page may hold: it reaches only this session, to watch it and, if
         asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
@@ -363,6 +377,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.ResumeQueue,
                     request_deserializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueRequest.FromString,
                     response_serializer=turngate_dot_v1_dot_turngate__pb2.ResumeQueueResponse.SerializeToString,
+            ),
+            'ClearQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearQueue,
+                    request_deserializer=turngate_dot_v1_dot_turngate__pb2.ClearQueueRequest.FromString,
+                    response_serializer=turngate_dot_v1_dot_turngate__pb2.ClearQueueResponse.SerializeToString,
             ),
             'MintSessionToken': grpc.unary_unary_rpc_method_handler(
                     servicer.MintSessionToken,
@@ -452,6 +471,33 @@ class ControlService:
             '/turngate.v1.ControlService/ResumeQueue',
             turngate_dot_v1_dot_turngate__pb2.ResumeQueueRequest.SerializeToString,
             turngate_dot_v1_dot_turngate__pb2.ResumeQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turngate.v1.ControlService/ClearQueue',
+            turngate_dot_v1_dot_turngate__pb2.ClearQueueRequest.SerializeToString,
+            turngate_dot_v1_dot_turngate__pb2.ClearQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

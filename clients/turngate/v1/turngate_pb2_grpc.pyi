@@ -140,6 +140,11 @@ class ControlServiceStub:
     """Answers a PENDING interaction of the active turn; the first answer wins."""
     ResumeQueue: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ResumeQueueRequest, _turngate_pb2.ResumeQueueResponse]
     """Un-pauses the session's queue; its head is admitted at once if no turn is active."""
+    ClearQueue: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ClearQueueRequest, _turngate_pb2.ClearQueueResponse]
+    """Cancels every turn waiting in the session's queue, in one write; the active turn, if any,
+    runs on untouched (a Stop naming a queued turn with QUEUE_ACTION_CLEAR, when it meets a turn
+    promoted in between, stops that one instead).
+    """
     MintSessionToken: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.MintSessionTokenRequest, _turngate_pb2.MintSessionTokenResponse]
     """A short-lived token a web page may hold: it reaches only this session, to watch it and, if
     asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
@@ -157,6 +162,11 @@ class ControlServiceAsyncStub(ControlServiceStub):
     """Answers a PENDING interaction of the active turn; the first answer wins."""
     ResumeQueue: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ResumeQueueRequest, _turngate_pb2.ResumeQueueResponse]  # type: ignore[assignment]
     """Un-pauses the session's queue; its head is admitted at once if no turn is active."""
+    ClearQueue: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ClearQueueRequest, _turngate_pb2.ClearQueueResponse]  # type: ignore[assignment]
+    """Cancels every turn waiting in the session's queue, in one write; the active turn, if any,
+    runs on untouched (a Stop naming a queued turn with QUEUE_ACTION_CLEAR, when it meets a turn
+    promoted in between, stops that one instead).
+    """
     MintSessionToken: _aio.UnaryUnaryMultiCallable[_turngate_pb2.MintSessionTokenRequest, _turngate_pb2.MintSessionTokenResponse]  # type: ignore[assignment]
     """A short-lived token a web page may hold: it reaches only this session, to watch it and, if
     asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
@@ -189,6 +199,17 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_turngate_pb2.ResumeQueueResponse, _abc.Awaitable[_turngate_pb2.ResumeQueueResponse]]:
         """Un-pauses the session's queue; its head is admitted at once if no turn is active."""
+
+    @_abc_1.abstractmethod
+    def ClearQueue(
+        self,
+        request: _turngate_pb2.ClearQueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turngate_pb2.ClearQueueResponse, _abc.Awaitable[_turngate_pb2.ClearQueueResponse]]:
+        """Cancels every turn waiting in the session's queue, in one write; the active turn, if any,
+        runs on untouched (a Stop naming a queued turn with QUEUE_ACTION_CLEAR, when it meets a turn
+        promoted in between, stops that one instead).
+        """
 
     @_abc_1.abstractmethod
     def MintSessionToken(

@@ -1,11 +1,12 @@
 /** One project's view of turngate: the generated clients of the three services, plus the watch
  * and Stop every client needs. */
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
-import { resolveInteraction, resumeQueue } from "./control.js";
+import { clearQueue, resolveInteraction, resumeQueue } from "./control.js";
 import {
   AdmissionService,
   ControlService,
   SessionService,
+  type ClearQueueResponse,
   type ResolveInteractionResponse,
   type ResumeQueueResponse,
 } from "./gen/turngate/v1/turngate_pb.js";
@@ -17,7 +18,7 @@ import { watchSession, type SessionWatch, type WatchOptions } from "./watch.js";
 export class Turngate {
   /** Runners: AdmitTurn, Heartbeat, RecordToolCall, RecordInteraction, CompleteTurn. */
   readonly admission: Client<typeof AdmissionService>;
-  /** Gateways: CancelTurn (see `stop`), ResolveInteraction, ResumeQueue (see their methods). */
+  /** Gateways: CancelTurn (see `stop`), ResolveInteraction, ResumeQueue, ClearQueue (see their methods). */
   readonly control: Client<typeof ControlService>;
   /** Clients: WatchSession (see `watch`), GetSession, GetTurn, ListTurns, ListActiveSessions. */
   readonly sessions: Client<typeof SessionService>;
@@ -59,5 +60,10 @@ export class Turngate {
   /** Un-pauses the session's queue (retried with one request id). */
   resumeQueue(sessionId: string, options?: WriteOptions): Promise<ResumeQueueResponse> {
     return resumeQueue(this.control, this.session(sessionId), options);
+  }
+
+  /** Cancels every turn waiting in the session's queue, in one write (retried with one request id). */
+  clearQueue(sessionId: string, reason?: string, options?: WriteOptions): Promise<ClearQueueResponse> {
+    return clearQueue(this.control, this.session(sessionId), reason, options);
   }
 }

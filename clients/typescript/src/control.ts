@@ -1,14 +1,21 @@
-/** The gateway's other writes, ResolveInteraction and ResumeQueue, retried as Stop is: with one
- * request id, so that a retry answers what the first attempt did (the interaction it resolved,
- * the turn it admitted). */
+/** The gateway's other writes, ResolveInteraction, ResumeQueue and ClearQueue, retried as Stop
+ * is: with one request id, so that a retry answers what the first attempt did (the interaction
+ * it resolved, the turn it admitted, the turns it cancelled). */
 import type { Client } from "@connectrpc/connect";
 import type {
+  ClearQueueResponse,
   ControlService,
   ResolveInteractionResponse,
   ResumeQueueResponse,
 } from "./gen/turngate/v1/turngate_pb.js";
 import { newRequestId, retrying, type WriteOptions } from "./retry.js";
 import type { SessionKey } from "./session.js";
+
+/** `send` with one request id (the caller's, or a new one) however often it is retried. */
+function withOneRequestId<T>(options: WriteOptions, send: (requestId: string) => Promise<T>): Promise<T> {
+  const requestId = options.requestId ?? newRequestId();
+  return retrying(() => send(requestId), { ...options, requestId });
+}
 
 /** Answers a pending interaction of the session's active turn; the first answer wins (a later one
  * is refused InteractionNotPending). */
@@ -19,11 +26,9 @@ export function resolveInteraction(
   resolution: string,
   options: WriteOptions = {},
 ): Promise<ResolveInteractionResponse> {
-  const request = { session, interactionId, resolution, requestId: options.requestId ?? newRequestId() };
-  return retrying(() => control.resolveInteraction(request, { signal: options.signal }), {
-    ...options,
-    requestId: request.requestId,
-  });
+  return withOneRequestId(options, (requestId) =>
+    control.resolveInteraction({ session, interactionId, resolution, requestId }, { signal: options.signal }),
+  );
 }
 
 /** Un-pauses the session's queue: its head is admitted at once if no turn is active. */
@@ -32,9 +37,20 @@ export function resumeQueue(
   session: SessionKey,
   options: WriteOptions = {},
 ): Promise<ResumeQueueResponse> {
-  const request = { session, requestId: options.requestId ?? newRequestId() };
-  return retrying(() => control.resumeQueue(request, { signal: options.signal }), {
-    ...options,
-    requestId: request.requestId,
-  });
+  return withOneRequestId(options, (requestId) =>
+    control.resumeQueue({ session, requestId }, { signal: options.signal }),
+  );
+}
+
+/** Cancels every turn waiting in the session's queue in one write, leaving the active turn
+ * running (it never stops a turn promoted meanwhile) and the queue un-paused. */
+export function clearQueue(
+  control: Client<typeof ControlService>,
+  session: SessionKey,
+  reason = "",
+  options: WriteOptions = {},
+): Promise<ClearQueueResponse> {
+  return withOneRequestId(options, (requestId) =>
+    control.clearQueue({ session, reason, requestId }, { signal: options.signal }),
+  );
 }

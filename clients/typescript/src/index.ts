@@ -2,7 +2,7 @@ export * from "./gen/turngate/v1/turngate_pb.js";
 export type { BadRequest, ErrorInfo, RetryInfo } from "./gen/google/rpc/error_details_pb.js";
 export { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
 export { Turngate } from "./client.js";
-export { resolveInteraction, resumeQueue } from "./control.js";
+export { clearQueue, resolveInteraction, resumeQueue } from "./control.js";
 export * from "./errors.js";
 export { retrying, type RetryOptions, type WriteOptions } from "./retry.js";
 export type { SessionKey } from "./session.js";

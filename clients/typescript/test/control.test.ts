@@ -3,10 +3,12 @@ import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import {
+  ClearQueueResponseSchema,
   ControlService,
   InteractionStatus,
   ResolveInteractionResponseSchema,
   ResumeQueueResponseSchema,
+  type ClearQueueRequest,
   type ResolveInteractionRequest,
   type ResumeQueueRequest,
 } from "../src/index.js";
@@ -56,5 +58,27 @@ describe("the gateway's other writes", () => {
       requests.map((r) => r.requestId),
       ["resume-1", "resume-1"],
     );
+  });
+
+  it("a clear whose outcome is unknown is sent again with its request id and reason", async () => {
+    const requests: ClearQueueRequest[] = [];
+    const turngate = turngateWith((router) =>
+      router.service(ControlService, {
+        clearQueue(request) {
+          requests.push(request);
+          if (requests.length === 1) {
+            throw refusal(Code.Unavailable, "WRITE_OUTCOME_UNKNOWN");
+          }
+          return create(ClearQueueResponseSchema, { clearedTurnIds: ["t2", "t3"], activeTurnId: "t1" });
+        },
+      }),
+    );
+    const answer = await turngate.clearQueue(SESSION, "start over", { backoff: NO_WAIT });
+    assert.deepEqual(answer.clearedTurnIds, ["t2", "t3"]);
+    assert.equal(answer.activeTurnId, "t1");
+    assert.equal(requests.length, 2);
+    assert.match(requests[0]?.requestId ?? "", /^[0-9a-f]{32}$/);
+    assert.equal(requests[0]?.requestId, requests[1]?.requestId);
+    assert.equal(requests[1]?.reason, "start over");
   });
 });

@@ -1,4 +1,5 @@
-"""The two ways to run: the embedded SQL store, or Redis for coordination plus a SQL ledger.
+"""The ways to run, one per kind of store (store_kinds.py): the embedded SQL store, or Redis for
+coordination plus a SQL ledger.
 
 Each gives the server a store, the turn history, an optional cross-replica watch feed, and the
 background loops it must run, by name: the ledger's schema, and in redis mode the feed and the
@@ -17,7 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from turngate.service.config import Settings
 from turngate.service.history import LiveHistory
+from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ledger.reads import Ledger
+from turngate.service.ports.feed import Feed
 from turngate.service.redis_url import RedisUrl
 from turngate.service.schema import LedgerSchema
 from turngate.service.sql.engine import make_engine
@@ -26,12 +29,12 @@ from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.feed import open_feed
 from turngate.service.store.redis.keys import Keyspace
-from turngate.service.store.redis.projector import LedgerProjector
+from turngate.service.store.redis.outbox import RedisOutbox
 from turngate.service.store.redis.replication import Replication
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import open_store
+from turngate.service.store_kinds import REDIS, SQL, StoreKind
 from turngate.service.supervise import Loop
-from turngate.service.watch import Feed
 
 # Told what readiness waits for on the ledger's schema (None: nothing).
 ReportLedger = Callable[[str | None], None]
@@ -53,9 +56,12 @@ class Backend:
 
 
 async def open_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
-    """The backend the settings name; the SQL store is migrated first (unless told not to)."""
-    if settings.redis_mode:
-        return _redis_backend(settings, report_ledger)
+    """The backend of the kind of store the settings name (store_kinds.py)."""
+    return await _OPENERS[settings.store_kind](settings, report_ledger)
+
+
+async def _sql_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
+    """The store's database holds the history too; migrated first (unless told not to)."""
     if settings.migrate:
         await migrate(settings.store)
     store = open_store(settings.store, sqlite_synchronous=settings.sqlite_synchronous)
@@ -65,7 +71,7 @@ async def open_backend(settings: Settings, report_ledger: ReportLedger) -> Backe
     )
 
 
-def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
+async def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
     """Redis may be down at start (health says NOT_SERVING until it answers); so may the ledger
     (coordination works without it; it is migrated, and projected, once it answers)."""
     keys = _keyspace(settings)
@@ -93,16 +99,23 @@ def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
     return backend
 
 
+# How each kind of store is opened (store_kinds.py): adding a store adds a line here.
+_OPENERS: dict[StoreKind, Callable[[Settings, ReportLedger], Awaitable[Backend]]] = {
+    SQL: _sql_backend,
+    REDIS: _redis_backend,
+}
+
+
 def projector_for(settings: Settings, engine: AsyncEngine) -> LedgerProjector:
     """This process's consumer of the outboxes (named apart from every other, also after a restart)."""
-    return LedgerProjector(
+    outbox = RedisOutbox(
         connect(settings.store, settings.redis_timeout),
         _keyspace(settings),
-        engine,
         consumer=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
-        reclaim_idle=settings.reclaim_idle,
-        max_deliveries=settings.max_deliveries,
         replication=_replication(settings),
+    )
+    return LedgerProjector(
+        outbox, engine, reclaim_idle=settings.reclaim_idle, max_deliveries=settings.max_deliveries
     )
 
 

@@ -26,15 +26,9 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from turngate.client import __version__
 from turngate.service import operate
-from turngate.service.config import (
-    Settings,
-    describe,
-    host_and_port,
-    shown_default,
-    unknown_variables,
-    variable,
-)
-from turngate.service.operate.commands import Target
+from turngate.service.config import Settings, host_and_port
+from turngate.service.config_help import describe, shown_default, unknown_variables, variable
+from turngate.service.operate.operations import Target
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2

@@ -5,26 +5,25 @@ The timing contract is validated here, so a bad value refuses to start with one 
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from turngate.client.hosts import is_loopback
 from turngate.service.core import limits
-from turngate.service.redis_url import REDIS_SCHEMES, BadRedisUrl, RedisUrl
+from turngate.service.store_kinds import LEDGER_SCHEMES, StoreKind, kind_of
 
 Seconds = Annotated[float, Field(allow_inf_nan=False)]
 # A host name, an IPv4 address or a bracketed IPv6 one: in a listen address and in an origin.
 _HOST = r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+"
 _ORIGIN = re.compile(rf"^https?://({_HOST})(:\d{{1,5}})?$")
 _LISTEN = re.compile(rf"^({_HOST}|\*):(\d{{1,5}})$")
-SQL_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
+# What every setting's environment variable starts with.
+PREFIX = "TURNGATE_"
 
 
 def _host_port(value: str) -> str:
@@ -64,7 +63,7 @@ DAY = _seconds(limits.DAY)
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="TURNGATE_", extra="forbid", frozen=True, use_attribute_docstrings=True
+        env_prefix=PREFIX, extra="forbid", frozen=True, use_attribute_docstrings=True
     )
 
     listen: HostPort = "127.0.0.1:50051"
@@ -84,11 +83,11 @@ class Settings(BaseSettings):
         ge=_seconds(limits.MIN_STOP_GRACE),
         le=_seconds(limits.MAX_STOP_GRACE),
     )
-    # How long a tombstone and a CancelTurn request_id's answer are remembered.
+    # How long a tombstone and a request_id's answer are remembered.
     tombstone_ttl: Seconds = Field(
-        _seconds(limits.DEFAULT_MEMORY_TTL),
-        ge=_seconds(limits.MIN_MEMORY_TTL),
-        le=_seconds(limits.MAX_MEMORY_TTL),
+        _seconds(limits.DEFAULT_TOMBSTONE_TTL),
+        ge=_seconds(limits.MIN_TOMBSTONE_TTL),
+        le=_seconds(limits.MAX_TOMBSTONE_TTL),
     )
     # The docstrings of the settings with no flag are `serve --help`'s text for them.
     queue_wait: Seconds = Field(
@@ -222,22 +221,13 @@ class Settings(BaseSettings):
     @field_validator("store")
     @classmethod
     def _store_url(cls, value: str) -> str:
-        if not value.startswith(SQL_SCHEMES + REDIS_SCHEMES):
-            raise ValueError(
-                "must start with sqlite+aiosqlite://, postgresql+asyncpg://, redis://, redis+cluster:// "
-                "or redis+sentinel://"
-            )
-        if value.startswith(REDIS_SCHEMES):
-            try:
-                RedisUrl.parse(value)
-            except BadRedisUrl as error:
-                raise ValueError(str(error)) from None
+        kind_of(value)
         return value
 
     @field_validator("ledger")
     @classmethod
     def _ledger_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(SQL_SCHEMES):
+        if value is not None and not value.startswith(LEDGER_SCHEMES):
             raise ValueError("must start with postgresql+asyncpg:// or sqlite+aiosqlite://")
         return value
 
@@ -254,8 +244,8 @@ class Settings(BaseSettings):
         return Path(url.database).absolute()
 
     @property
-    def redis_mode(self) -> bool:
-        return self.store.startswith(REDIS_SCHEMES)
+    def store_kind(self) -> StoreKind:
+        return kind_of(self.store)
 
     @property
     def worker_count(self) -> int:
@@ -275,11 +265,12 @@ class Settings(BaseSettings):
         return (self.listen,) if self.http_listen is None else (self.listen, self.http_listen)
 
     @model_validator(mode="after")
-    def _ledger_with_redis(self) -> Settings:
-        if self.redis_mode and self.ledger is None:
-            raise ValueError("a redis store needs a ledger: --ledger postgresql+asyncpg://…")
-        if not self.redis_mode and self.ledger is not None:
-            raise ValueError("--ledger is for a redis store; a SQL store keeps its own ledger")
+    def _ledger_where_kept_apart(self) -> Settings:
+        kind = self.store_kind
+        if kind.separate_ledger and self.ledger is None:
+            raise ValueError(f"a {kind.name} store needs a ledger: --ledger postgresql+asyncpg://…")
+        if not kind.separate_ledger and self.ledger is not None:
+            raise ValueError(f"--ledger is for a redis store; a {kind.name} store keeps its own ledger")
         return self
 
     @model_validator(mode="after")
@@ -292,10 +283,10 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _workers_in_redis_mode(self) -> Settings:
+    def _workers_where_commits_are_shared(self) -> Settings:
         if self.workers == 1:
             return self
-        if not self.redis_mode:
+        if not self.store_kind.shared_commits:
             raise ValueError(
                 "--workers needs a redis store: a SQL store's watchers hear only their own process's "
                 "writes, and SQLite has one writer; for more cores run redis mode (README, Production mode)"
@@ -335,66 +326,3 @@ def local_target(listen: str) -> str:
     if host == "::":
         return f"[::1]:{port}"
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-PREFIX = "TURNGATE_"
-# Settings whose values are never echoed: a URL may carry a password, a file name is a token's.
-_UNSHOWN = frozenset(
-    {"store", "ledger", "token", "token_file", "auth_file", "session_token_keys", "settings"}
-)
-# TURNGATE_* variables read by other programs than the service: the test suite, the benchmarks,
-# and a Kubernetes Service named turngate (its service links: TURNGATE_PORT, TURNGATE_SERVICE_HOST…).
-_OTHER_PROGRAMS = re.compile(
-    r"^TURNGATE_(TEST_[A-Z0-9_]+|HYPOTHESIS_PROFILE|FUZZ_BACKEND|BENCH_TARGETS|PORT(_[A-Z0-9_]+)?|SERVICE_[A-Z0-9_]+)$"
-)
-
-
-def variable(name: str) -> str:
-    """The environment variable of setting `name`."""
-    return PREFIX + name.upper()
-
-
-def shown_default(name: str) -> str:
-    """Setting `name`'s default as --help shows it."""
-    value: Any = Settings.model_fields[name].default
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def unknown_variables(environ: Mapping[str, str], known: Iterable[str]) -> list[str]:
-    """One line for each TURNGATE_* variable in `environ` that nothing reads (a misspelling, most
-    likely), naming the closest known one."""
-    names = sorted(set(known))
-    lines = []
-    for name in sorted(environ):
-        if not name.startswith(PREFIX) or name in names or _OTHER_PROGRAMS.match(name):
-            continue
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        lines.append(f"turngate: warning: {name} is not a turngate setting and is ignored{hint}")
-    return lines
-
-
-def describe(error: ValidationError, what: str = "settings", flags: Mapping[str, str] | None = None) -> str:
-    """One line naming every bad setting (or field of `what`) by its flag (`flags`: setting ->
-    option) and variable, with its value unless it may be secret, for a refusal to start."""
-    parts = []
-    for item in error.errors():
-        name = ".".join(str(p) for p in item["loc"]) or "settings"
-        message = item["msg"].removeprefix("Value error, ")
-        if name == "settings":  # a rule across several settings: its message names them
-            parts.append(message)
-            continue
-        shown = "" if name in _UNSHOWN else repr(item.get("input"))
-        value = f"={shown}" if shown and len(shown) <= 40 else ""
-        if flags is None:
-            parts.append(f"{name}{value}: {message}")
-            continue
-        names = f"{flags[name]} or {variable(name)}" if name in flags else variable(name)
-        parts.append(f"{names}{value}: {message}")
-    return f"invalid {what}: " + "; ".join(parts)

@@ -30,7 +30,6 @@ from turngate.service.auth.session_tokens import load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, ledger_url, open_backend, project_when_migrated, projector_for
 from turngate.service.config import Settings
-from turngate.service.core import limits
 from turngate.service.health import LIVENESS, STORE, Health, follow_store
 from turngate.service.schema import LEDGER, LedgerSchema
 from turngate.service.sql.engine import make_engine
@@ -104,17 +103,7 @@ class TurngateServer:
             store, buffer=settings.watch_buffer, retention=settings.event_retention, feed=backend.feed
         )
         watchdog = Watchdog(store)
-        policy = Policy(
-            lease_ttl=round(settings.lease_ttl * limits.SECOND),
-            stop_grace=round(settings.stop_grace * limits.SECOND),
-            memory_ttl=round(settings.tombstone_ttl * limits.SECOND),
-            max_open_tool_calls=settings.max_open_tool_calls,
-            max_pending_interactions=settings.max_pending_interactions,
-            max_active_sessions_per_project=settings.max_active_sessions_per_project,
-            queue_wait=round(settings.queue_wait * limits.SECOND),
-            max_queue_wait=round(settings.max_queue_wait * limits.SECOND),
-            max_queue_depth=settings.max_queue_depth,
-        )
+        policy = Policy.from_settings(settings)
         quota = WatchQuota(settings.max_watches_per_principal, settings.max_watches_per_session)
         projector = backend.projector
         instrumented = instrument.server(

@@ -18,11 +18,11 @@ shared by several replicas, from a `Feed` that follows the logs of the sessions 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from turngate.service.core import NO_EPOCH, Decision, Event, Session, SessionKey
+from turngate.service.ports.feed import Feed
 from turngate.service.ports.store import Store
 
 _REPLAY_PAGE = 500
@@ -51,21 +51,6 @@ class Snapshot:
     state: Session
     time: int
     resync: bool
-
-
-class Feed(Protocol):
-    """Follows the store's log of the sessions watched in this process, from another replica's writes."""
-
-    def deliver_to(self, deliver: Callable[[SessionKey, Sequence[Event]], None]) -> None:
-        """Where the events it reads go (the hub)."""
-        ...
-
-    def track(self, key: SessionKey, after_seq: int, epoch: int = NO_EPOCH) -> None:
-        """Starts following `key` after `after_seq` of its log of `epoch` (NO_EPOCH: not known), a
-        no-op if already followed."""
-        ...
-
-    def untrack(self, key: SessionKey) -> None: ...
 
 
 class _Watched:
@@ -187,7 +172,8 @@ class WatchHub:
         self, key: SessionKey, after_seq: int, epoch: int = NO_EPOCH
     ) -> AsyncGenerator[Snapshot | Event, None]:
         """The session's stream after `after_seq` (0: from a snapshot of the head) of the log of
-        `epoch` (NO_EPOCH: the cursor is taken to be of the session's current log)."""
+        `epoch` (NO_EPOCH: the cursor is taken to be of the session's current log): the log
+        replayed from the cursor, then live events; a snapshot (resync) when the log started again."""
         subscription = _Subscription(self._buffer)
         if self._closed:
             raise WatchClosed(after_seq)
@@ -200,47 +186,23 @@ class WatchHub:
             state = await self._store.load(key)
             if self._feed is not None:
                 self._feed.track(key, state.head, state.epoch)
-            following, cursor = state.epoch, after_seq
+            at = _Cursor(after_seq, state.epoch)
             if after_seq == 0 or not self._resumable(state, after_seq, epoch):
                 yield Snapshot(state, await self._store.now(), resync=after_seq != 0)
-                cursor = state.head
+                at.seq = state.head
             del state  # a waiting stream keeps no document (memory per open stream)
             while True:
                 try:
-                    while True:
-                        page = await self._store.events_after(key, cursor, _REPLAY_PAGE)
-                        for event in page:
-                            following = _in_log(following, event)
-                            yield event
-                            cursor = event.seq
-                        if len(page) < _REPLAY_PAGE:
-                            break
-                    del page  # nor the replay's last page of this stream's own copies
-                    while True:
-                        live = await subscription.take()
-                        if not live:
-                            if subscription.overflowed:
-                                raise WatchOverflow(cursor, self._buffer)
-                            raise WatchClosed(cursor)
-                        for event in live:
-                            following = _in_log(following, event)
-                            if event.seq <= cursor:
-                                continue
-                            if event.seq > cursor + 1:
-                                for missed in await self._store.events_after(
-                                    key, cursor, event.seq - cursor - 1
-                                ):
-                                    following = _in_log(following, missed)
-                                    yield missed
-                                    cursor = missed.seq
-                            yield event
-                            cursor = event.seq
+                    async for event in self._replayed(key, at):
+                        yield event
+                    async for event in self._live(key, subscription, at):
+                        yield event
                 except _LogStartedAgain:
                     state = await self._store.load(key)
                     # Otherwise the event was a late one of a log this stream has already left.
-                    if state.epoch != following:
+                    if state.epoch != at.epoch:
                         yield Snapshot(state, await self._store.now(), resync=True)
-                        following, cursor = state.epoch, state.head
+                        at.seq, at.epoch = state.head, state.epoch
                     del state
         finally:
             self._watchers -= 1
@@ -250,11 +212,55 @@ class WatchHub:
                 if self._feed is not None:
                     self._feed.untrack(key)
 
+    async def _replayed(self, key: SessionKey, at: _Cursor) -> AsyncGenerator[Event, None]:
+        """The log after `at`, a page at a time, moving `at` along."""
+        while True:
+            page = await self._store.events_after(key, at.seq, _REPLAY_PAGE)
+            for event in page:
+                yield at.passing(event)
+            if len(page) < _REPLAY_PAGE:
+                return
+
+    async def _live(
+        self, key: SessionKey, subscription: _Subscription, at: _Cursor
+    ) -> AsyncGenerator[Event, None]:
+        """The events offered to `subscription` after `at`, moving `at` along; a gap (events
+        published out of commit order) is filled from the log. Ends the stream with WatchOverflow
+        or WatchClosed."""
+        while True:
+            live = await subscription.take()
+            if not live:
+                if subscription.overflowed:
+                    raise WatchOverflow(at.seq, self._buffer)
+                raise WatchClosed(at.seq)
+            for event in live:
+                at.epoch = _in_log(at.epoch, event)
+                if event.seq <= at.seq:
+                    continue
+                if event.seq > at.seq + 1:
+                    for missed in await self._store.events_after(key, at.seq, event.seq - at.seq - 1):
+                        yield at.passing(missed)
+                yield at.passing(event)
+
     def _resumable(self, state: Session, after_seq: int, epoch: int) -> bool:
         """Whether a stream can replay after `after_seq`: a cursor of the session's log (or of a
         log not named), within what it retains."""
         of_this_log = epoch in (NO_EPOCH, state.epoch)
         return of_this_log and state.head - self._retention <= after_seq <= state.head
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Where a stream is: the seq of the last event it sent, in the log of `epoch`."""
+
+    seq: int
+    epoch: int
+
+    def passing(self, event: Event) -> Event:
+        """`event`, as the stream's next: it moves the cursor (_LogStartedAgain if of another log)."""
+        self.epoch = _in_log(self.epoch, event)
+        self.seq = event.seq
+        return event
 
 
 def _in_log(following: int, event: Event) -> int:

@@ -46,6 +46,11 @@ class ControlService(pb_grpc.ControlServiceServicer):
         return convert.resumed(await decided(self._store, context, key, command, core.Resumed))
 
     @guarded
+    async def ClearQueue(self, request: pb.ClearQueueRequest, context: Context) -> pb.ClearQueueResponse:
+        key, command = parse.clear_queue(request, self._policy)
+        return convert.queue_cleared(await decided(self._store, context, key, command, core.QueueCleared))
+
+    @guarded
     async def MintSessionToken(
         self, request: pb.MintSessionTokenRequest, context: Context
     ) -> pb.MintSessionTokenResponse:

@@ -128,6 +128,17 @@ def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.S
         queue=queue(state.queue),
         queue_paused=paused_by is not None,
         queue_paused_by=paused_by.turn_id if paused_by else "",
+        queue_pause=queue_paused(paused_by) if paused_by else None,
+    )
+
+
+def queue_paused(pause: core.QueuePause | core.QueuePaused) -> pb.QueuePaused:
+    """What paused a queue, as the snapshot and the queue_paused event say it."""
+    return pb.QueuePaused(
+        turn_id=pause.turn_id,
+        outcome=outcome(pause.outcome),
+        stop_requested=pause.stop_requested,
+        stop_reason=pause.stop_reason,
     )
 
 
@@ -226,7 +237,7 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
                 )
             )
         case core.QueuePaused() as b:
-            out.queue_paused.CopyFrom(pb.QueuePaused(turn_id=b.turn_id, outcome=outcome(b.outcome)))
+            out.queue_paused.CopyFrom(queue_paused(b))
         case core.QueueResumed() as b:
             out.queue_resumed.CopyFrom(pb.QueueResumed(turn_id=b.turn_id))
         case _:
@@ -323,6 +334,10 @@ def cancelled(reply: core.CancelReply) -> pb.CancelTurnResponse:
 
 def resumed(reply: core.Resumed) -> pb.ResumeQueueResponse:
     return pb.ResumeQueueResponse(admitted_turn_id=reply.admitted_turn_id, queue=queue(reply.queue))
+
+
+def queue_cleared(reply: core.QueueCleared) -> pb.ClearQueueResponse:
+    return pb.ClearQueueResponse(cleared_turn_ids=reply.cleared_turn_ids, active_turn_id=reply.active_turn_id)
 
 
 _SCOPES = {Scope.WATCH: pb.SESSION_TOKEN_SCOPE_WATCH, Scope.STOP: pb.SESSION_TOKEN_SCOPE_STOP}

@@ -117,7 +117,7 @@ def cancel(request: pb.CancelTurnRequest, policy: Policy) -> tuple[SessionKey, c
     check.done()
     assert queue is not None
     return key, core.Cancel(
-        expected, reason, request.force, request_id, policy.stop_grace, policy.memory_ttl, queue
+        expected, reason, request.force, request_id, policy.stop_grace, policy.tombstone_ttl, queue
     )
 
 
@@ -126,7 +126,16 @@ def resume_queue(request: pb.ResumeQueueRequest, policy: Policy) -> tuple[Sessio
     key = check.session("session", request.HasField("session"), request.session)
     request_id = check.identifier("request_id", request.request_id, required=False)
     check.done()
-    return key, core.ResumeQueue(request_id, policy.memory_ttl)
+    return key, core.ResumeQueue(request_id, policy.tombstone_ttl)
+
+
+def clear_queue(request: pb.ClearQueueRequest, policy: Policy) -> tuple[SessionKey, core.ClearQueue]:
+    check = Checker()
+    key = check.session("session", request.HasField("session"), request.session)
+    reason = check.text("reason", request.reason, limits.MAX_TEXT)
+    request_id = check.identifier("request_id", request.request_id, required=False)
+    check.done()
+    return key, core.ClearQueue(reason, request_id, policy.tombstone_ttl)
 
 
 def resolve_interaction(
@@ -138,7 +147,7 @@ def resolve_interaction(
     resolution = check.text("resolution", request.resolution, limits.MAX_RESOLUTION)
     request_id = check.identifier("request_id", request.request_id, required=False)
     check.done()
-    return key, core.ResolveInteraction(interaction_id, resolution, request_id, policy.memory_ttl)
+    return key, core.ResolveInteraction(interaction_id, resolution, request_id, policy.tombstone_ttl)
 
 
 @dataclass(frozen=True, slots=True)

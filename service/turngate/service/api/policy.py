@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from turngate.service.config import Settings
 from turngate.service.core import limits
 
 
@@ -13,7 +14,7 @@ class Policy:
 
     lease_ttl: int
     stop_grace: int
-    memory_ttl: int
+    tombstone_ttl: int
     max_open_tool_calls: int = limits.MAX_OPEN_TOOL_CALLS
     max_pending_interactions: int = limits.MAX_PENDING_INTERACTIONS
     max_active_sessions_per_project: int = 0
@@ -22,3 +23,22 @@ class Policy:
     queue_wait: int = limits.DEFAULT_MAX_QUEUE_WAIT
     max_queue_wait: int = limits.DEFAULT_QUEUE_WAIT_CAP
     max_queue_depth: int = limits.DEFAULT_MAX_QUEUE_DEPTH
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Policy:
+        """The settings' policy, durations in µs."""
+        return cls(
+            lease_ttl=_us(settings.lease_ttl),
+            stop_grace=_us(settings.stop_grace),
+            tombstone_ttl=_us(settings.tombstone_ttl),
+            max_open_tool_calls=settings.max_open_tool_calls,
+            max_pending_interactions=settings.max_pending_interactions,
+            max_active_sessions_per_project=settings.max_active_sessions_per_project,
+            queue_wait=_us(settings.queue_wait),
+            max_queue_wait=_us(settings.max_queue_wait),
+            max_queue_depth=settings.max_queue_depth,
+        )
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * limits.SECOND)

@@ -44,6 +44,8 @@ SCOPES: Mapping[str, Scope] = MappingProxyType(
             for name in ("WatchSession", "GetSession", "GetTurn", "ListTurns")
         },
         "/turngate.v1.ControlService/CancelTurn": Scope.STOP,
+        # Clearing the queue is what a Stop with queue action CLEAR already does.
+        "/turngate.v1.ControlService/ClearQueue": Scope.STOP,
     }
 )
 

@@ -68,12 +68,12 @@ class RecordInteraction:
 
 @dataclass(frozen=True, slots=True)
 class ResolveInteraction:
-    """`request_id` makes it idempotent: a retry gets the first answer for `memory_ttl`."""
+    """`request_id` makes it idempotent: a retry gets the first answer for `tombstone_ttl`."""
 
     interaction_id: str
     resolution: str
     request_id: str = ""
-    memory_ttl: int = limits.DEFAULT_MEMORY_TTL
+    tombstone_ttl: int = limits.DEFAULT_TOMBSTONE_TTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ class Complete:
 class Cancel:
     """A Stop. Empty `expected_turn_id` stops whatever is active; `request_id` makes it idempotent.
 
-    `stop_grace` is how long a stopping turn has to settle; `memory_ttl` how long a tombstone and
+    `stop_grace` is how long a stopping turn has to settle; `tombstone_ttl` how long a tombstone and
     a request_id's answer are kept. `queue` is what the queue does after this Stop: PAUSE (when
     the stopped turn ends), CONTINUE, or CLEAR (every queued turn is cancelled now).
     """
@@ -99,17 +99,27 @@ class Cancel:
     force: bool
     request_id: str
     stop_grace: int
-    memory_ttl: int
+    tombstone_ttl: int
     queue: QueueAction = QueueAction.PAUSE
 
 
 @dataclass(frozen=True, slots=True)
 class ResumeQueue:
     """Un-pauses the session's queue; the head is admitted at once if the session is idle.
-    `request_id` makes it idempotent: a retry gets the first answer for `memory_ttl`."""
+    `request_id` makes it idempotent: a retry gets the first answer for `tombstone_ttl`."""
 
     request_id: str = ""
-    memory_ttl: int = limits.DEFAULT_MEMORY_TTL
+    tombstone_ttl: int = limits.DEFAULT_TOMBSTONE_TTL
+
+
+@dataclass(frozen=True, slots=True)
+class ClearQueue:
+    """Cancels every turn waiting in the queue (each tombstoned for `tombstone_ttl`, as a Stop
+    cancels a queued turn), leaving the active turn alone. `request_id` makes it idempotent."""
+
+    reason: str = ""
+    request_id: str = ""
+    tombstone_ttl: int = limits.DEFAULT_TOMBSTONE_TTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,4 +129,4 @@ class Expire:
 
 
 RunnerCommand = Heartbeat | RecordToolCall | RecordInteraction | Complete
-Command = Admit | RunnerCommand | ResolveInteraction | Cancel | ResumeQueue | Expire
+Command = Admit | RunnerCommand | ResolveInteraction | Cancel | ResumeQueue | ClearQueue | Expire

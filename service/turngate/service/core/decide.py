@@ -8,9 +8,10 @@ belong to the principal that admitted it: `_foreign`); I4 guarded Stop:
 I9 ordered events: `_Draft.finish`; I12 late approval refused: `_resolve_interaction`.
 
 The admission modes and the queue (§7): Q1 FIFO and Q4 bounded: `_admit`/`_enqueue`; Q2 promotion
-in the same write: `_promote_if_idle`, run at the end of every decision; Q3 pause: `_pause_if_asked`
-(in `_settle`), `_resume_queue`, `_clear_if_asked`; Q4 expiry: `_expire_queued`; Q5 idempotent:
-`_admit`; Q6 guarded Stop: `_stop`; Q7 guarded interrupt: `_interrupt`.
+in the same write: `_promote_if_idle`, run at the end of every decision; Q3 pause:
+`_pause_if_asked` (in `_settle`), `_resume_queue`, `_clear_if_asked`, `_clear_queue`,
+`_unpaused_if_empty`; Q4 expiry: `_expire_queued`; Q5 idempotent: `_admit`; Q6 guarded Stop:
+`_stop`; Q7 guarded interrupt: `_interrupt`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from turngate.service.core import limits
 from turngate.service.core.commands import (
     Admit,
     Cancel,
+    ClearQueue,
     Command,
     Complete,
     Expire,
@@ -74,6 +76,7 @@ from turngate.service.core.replies import (
     Idle,
     InteractionReply,
     Mismatch,
+    QueueCleared,
     Queued,
     Refusal,
     RememberedReply,
@@ -118,6 +121,8 @@ def decide(state: Session, command: Command, now: int) -> Decision:
             reply = _cancel(draft, command)
         case ResumeQueue():
             reply = _resume_queue(draft, command)
+        case ClearQueue():
+            reply = _clear_queue(draft, command)
         case Expire():
             reply = Swept(settled=swept, expired_turn_ids=expired)
         case _:
@@ -150,14 +155,14 @@ class _Draft:
         first = self.state.next_seq
         epoch = _epoch(self.state, self.now)
         events = tuple(Event(first + i, self.now, body, epoch) for i, body in enumerate(self.bodies))
-        state = replace(
-            self.state,
-            epoch=epoch,
-            next_seq=first + len(events),
-            tombstones=_unexpired(self.state.tombstones, self.now, lambda exp: exp),
-            requests=_unexpired(self.state.requests, self.now, lambda memo: memo.expires_at),
-            # An emptied queue is no longer paused: the next ENQUEUE on an idle session runs (Q1).
-            queue_paused_by=self.state.queue_paused_by if self.state.queue else None,
+        state = _unpaused_if_empty(
+            replace(
+                self.state,
+                epoch=epoch,
+                next_seq=first + len(events),
+                tombstones=_unexpired(self.state.tombstones, self.now, lambda exp: exp),
+                requests=_unexpired(self.state.requests, self.now, lambda memo: memo.expires_at),
+            )
         )
         return Decision(state, events, reply, changed=True)
 
@@ -429,7 +434,7 @@ def _interrupt(draft: _Draft, cmd: Admit) -> Reply:
             force=False,
             request_id="",
             stop_grace=cmd.stop_grace,
-            memory_ttl=0,
+            tombstone_ttl=0,
             queue=QueueAction.CONTINUE,
         )
         _stop_active(draft, active, stop)
@@ -448,6 +453,11 @@ def _promote_if_idle(draft: _Draft) -> str:
     return _hold(draft, head).turn_id
 
 
+def _unpaused_if_empty(state: Session) -> Session:
+    """Q3: an emptied queue is no longer paused, so the next ENQUEUE on an idle session runs (Q1)."""
+    return state if state.queue or state.queue_paused_by is None else replace(state, queue_paused_by=None)
+
+
 def _pause_if_asked(draft: _Draft, turn: ActiveTurn, outcome: TurnOutcome) -> None:
     """Q3: the end of `turn` pauses a non-empty queue unless nothing about it could surprise."""
     state = draft.state
@@ -460,8 +470,10 @@ def _pause_if_asked(draft: _Draft, turn: ActiveTurn, outcome: TurnOutcome) -> No
     else:
         pauses = outcome in (TurnOutcome.FAILED, TurnOutcome.CANCELLED)
     if pauses:
-        draft.state = replace(state, queue_paused_by=QueuePause(turn.turn_id, outcome))
-        draft.emit(QueuePaused(turn.turn_id, outcome))
+        stop_reason = turn.stop.reason if turn.stop is not None else ""
+        pause = QueuePause(turn.turn_id, outcome, turn.stop is not None, stop_reason)
+        draft.state = replace(state, queue_paused_by=pause)
+        draft.emit(QueuePaused(turn.turn_id, outcome, pause.stop_requested, pause.stop_reason))
 
 
 def _expire_queued(draft: _Draft) -> tuple[str, ...]:
@@ -497,12 +509,12 @@ def _next_generation(draft: _Draft) -> int:
     return generation
 
 
-def _drop_queued(draft: _Draft, queued: QueuedTurn, cmd: Cancel, *, cleared: bool) -> None:
-    """A Stop cancels a queued turn: it leaves the queue and is tombstoned like any turn stopped
-    before it started (I4), so its AdmitTurn is refused TURN_CANCELLED."""
+def _drop_queued(draft: _Draft, queued: QueuedTurn, cmd: Cancel | ClearQueue, *, cleared: bool) -> None:
+    """A Stop (or ClearQueue) cancels a queued turn: it leaves the queue and is tombstoned like any
+    turn stopped before it started (I4), so its AdmitTurn is refused TURN_CANCELLED."""
     state = draft.state
     tombstones = _keep_last(
-        state.tombstones, queued.turn_id, draft.now + cmd.memory_ttl, limits.MAX_TOMBSTONES
+        state.tombstones, queued.turn_id, draft.now + cmd.tombstone_ttl, limits.MAX_TOMBSTONES
     )
     queue = tuple(q for q in state.queue if q.turn_id != queued.turn_id)
     draft.state = replace(state, queue=queue, tombstones=tombstones)
@@ -530,6 +542,21 @@ def _clear_if_asked(draft: _Draft, cmd: Cancel, reply: Cancelled) -> Cancelled:
     return replace(reply, cleared_turn_ids=tuple(q.turn_id for q in cleared))
 
 
+def _clear_queue(draft: _Draft, cmd: ClearQueue) -> QueueCleared:
+    """Q3/Q6: ClearQueue cancels every queued turn in its own write and touches the active turn
+    in no way; a retry of the same request_id answers what the first call cleared."""
+    key = _request_key("clear", cmd.request_id)
+    if isinstance(first := _recalled(draft, key), QueueCleared):
+        return first
+    cleared = draft.state.queue
+    for queued in cleared:
+        _drop_queued(draft, queued, cmd, cleared=True)
+    active = draft.state.active
+    reply = QueueCleared(tuple(q.turn_id for q in cleared), active.turn_id if active is not None else "")
+    _remember(draft, key, reply, cmd.tombstone_ttl)
+    return reply
+
+
 def _resume_queue(draft: _Draft, cmd: ResumeQueue) -> Resumed:
     """Q3: ResumeQueue un-pauses the queue and admits its head if the session is idle. A retry of
     the same request_id answers the turn the first call admitted, and the queue as it is now."""
@@ -543,7 +570,7 @@ def _resume_queue(draft: _Draft, cmd: ResumeQueue) -> Resumed:
         draft.emit(QueueResumed(state.queue_paused_by.turn_id))
         admitted = _promote_if_idle(draft)
     # The queue is not kept with the answer: a retry reports it as it is then.
-    _remember(draft, key, Resumed(admitted, ()), cmd.memory_ttl)
+    _remember(draft, key, Resumed(admitted, ()), cmd.tombstone_ttl)
     return Resumed(admitted, draft.state.queue)
 
 
@@ -708,7 +735,7 @@ def _resolve_interaction(draft: _Draft, cmd: ResolveInteraction) -> Reply:
     )
     reply = InteractionReply(turn.turn_id, cmd.interaction_id, resolved, cmd.resolution, recorded=True)
     # A refusal is not remembered (it changes nothing); nor is the text, up to 16 KiB.
-    _remember(draft, key, replace(reply, resolution=""), cmd.memory_ttl)
+    _remember(draft, key, replace(reply, resolution=""), cmd.tombstone_ttl)
     return reply
 
 
@@ -717,7 +744,7 @@ def _cancel(draft: _Draft, cmd: Cancel) -> CancelReply:
     if isinstance(first := _recalled(draft, key), Cancelled | Mismatch | Idle):
         return first
     reply = _stop(draft, cmd)
-    _remember(draft, key, reply, cmd.memory_ttl)
+    _remember(draft, key, reply, cmd.tombstone_ttl)
     return reply
 
 
@@ -768,7 +795,9 @@ def _stop(draft: _Draft, cmd: Cancel) -> CancelReply:
         return Idle(expected, expected_outcome, last_turn_id, last_outcome)
     # Never admitted, as far as this session remembers: it must not start when it arrives.
     if not _tombstoned(state, expected, draft.now):
-        tombstones = _keep_last(state.tombstones, expected, draft.now + cmd.memory_ttl, limits.MAX_TOMBSTONES)
+        tombstones = _keep_last(
+            state.tombstones, expected, draft.now + cmd.tombstone_ttl, limits.MAX_TOMBSTONES
+        )
         draft.state = replace(state, tombstones=tombstones)
         draft.emit(StopRequested(expected, 0, cmd.reason, draft.now, None, before_start=True))
     return _clear_if_asked(draft, cmd, Cancelled((expected,), before_start=True, active_turn_id=untouched))

@@ -107,10 +107,13 @@ class TurnDequeued:
 
 @dataclass(frozen=True, slots=True)
 class QueuePaused:
-    """The end of turn_id (with `outcome`) paused the queue."""
+    """The end of turn_id (with `outcome`) paused the queue; `stop_requested` when a gateway's Stop
+    did (its `stop_reason`)."""
 
     turn_id: str
     outcome: TurnOutcome
+    stop_requested: bool = False
+    stop_reason: str = ""
     kind: Literal["queue_paused"] = "queue_paused"
 
 

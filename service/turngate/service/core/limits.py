@@ -31,10 +31,10 @@ MAX_LEASE_TTL = DAY
 DEFAULT_STOP_GRACE = 30 * SECOND
 MIN_STOP_GRACE = 1 * SECOND
 MAX_STOP_GRACE = DAY
-# How long a tombstone and a CancelTurn request_id's answer are remembered.
-DEFAULT_MEMORY_TTL = 600 * SECOND
-MIN_MEMORY_TTL = 1 * SECOND
-MAX_MEMORY_TTL = 7 * DAY
+# How long a tombstone and a request_id's answer are remembered.
+DEFAULT_TOMBSTONE_TTL = 600 * SECOND
+MIN_TOMBSTONE_TTL = 1 * SECOND
+MAX_TOMBSTONE_TTL = 7 * DAY
 
 # Per turn. The open and pending bounds are settings (these are their defaults; commands carry
 # the configured ones) and cannot exceed the totals, which bound the document: closed calls stay

@@ -61,10 +61,13 @@ class QueuedTurn:
 
 @dataclass(frozen=True, slots=True)
 class QueuePause:
-    """Why the queue is paused: the turn whose end paused it, and that end."""
+    """Why the queue is paused: the turn whose end paused it, and that end; `stop_requested` when a
+    gateway's Stop of it did (saying PAUSE), with the Stop's `stop_reason`."""
 
     turn_id: str
     outcome: TurnOutcome
+    stop_requested: bool = False
+    stop_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

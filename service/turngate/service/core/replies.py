@@ -126,9 +126,18 @@ class Resumed:
     kind: Literal["resumed"] = "resumed"
 
 
+@dataclass(frozen=True, slots=True)
+class QueueCleared:
+    """ClearQueue: the turns it cancelled, head first, and the active turn that runs on ('' if none)."""
+
+    cleared_turn_ids: tuple[str, ...]
+    active_turn_id: str
+    kind: Literal["queue_cleared"] = "queue_cleared"
+
+
 CancelReply = Cancelled | Mismatch | Idle
-# The answers remembered by request id (CancelTurn, ResolveInteraction, ResumeQueue).
-RememberedReply = CancelReply | InteractionReply | Resumed
+# The answers remembered by request id (CancelTurn, ResolveInteraction, ResumeQueue, ClearQueue).
+RememberedReply = CancelReply | InteractionReply | Resumed | QueueCleared
 Reply = (
     Refusal
     | Admitted
@@ -140,4 +149,5 @@ Reply = (
     | CancelReply
     | Swept
     | Resumed
+    | QueueCleared
 )

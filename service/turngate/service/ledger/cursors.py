@@ -6,25 +6,13 @@ in seq order."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from sqlalchemy import bindparam
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from turngate.service.core import SessionKey
+from turngate.service.ports.outbox import Position
 from turngate.service.sql.tables import dialect_insert, ledger_cursors
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """A place in a session's history: event `seq` of the log of `epoch`."""
-
-    epoch: int
-    seq: int
-
-    def covers(self, target: Position) -> bool:
-        """Whether a ledger recorded up to here holds `target`'s event: the same log, not behind."""
-        return self.epoch == target.epoch and self.seq >= target.seq
 
 
 class Cursors:

@@ -21,8 +21,8 @@ Each takes `--target HOST:PORT` (TURNGATE_TARGET), `--project ID` (TURNGATE_PROJ
 (TURNGATE_CLIENT_CERT, TURNGATE_CLIENT_KEY). Exit codes: `exits.ExitCode`.
 """
 
-from turngate.service.operate.commands import run
 from turngate.service.operate.exits import EPILOG, ExitCode
+from turngate.service.operate.operations import run
 from turngate.service.operate.options import COMMANDS, add_commands, add_session_token
 
 __all__ = ["COMMANDS", "EPILOG", "ExitCode", "add_commands", "add_session_token", "run"]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeAlias, TypeVar
 
 from turngate.client.defaults import DEFAULT_PROJECT, DEFAULT_TARGET, PROJECT_VARIABLE, TARGET_VARIABLE
-from turngate.service.operate import commands
+from turngate.service.operate import operations
 from turngate.service.operate.exits import EPILOG
 
 COMMANDS = frozenset({"status", "watch", "stop", "queue", "turn", "sessions", "health"})
@@ -75,11 +75,11 @@ def _common() -> argparse.ArgumentParser:
 
 def _adder(
     common: argparse.ArgumentParser,
-) -> Callable[[Subcommands, str, str, commands.Operation | None], argparse.ArgumentParser]:
+) -> Callable[[Subcommands, str, str, operations.Operation | None], argparse.ArgumentParser]:
     """Adds one operator command, with the common options, to a group of subcommands."""
 
     def add(
-        parent: Subcommands, name: str, summary: str, operation: commands.Operation | None
+        parent: Subcommands, name: str, summary: str, operation: operations.Operation | None
     ) -> argparse.ArgumentParser:
         parser = parent.add_parser(
             name,
@@ -103,7 +103,7 @@ def add_session_token(token_commands: Subcommands) -> None:
         "session",
         "mint a short-lived token reaching only SESSION, to watch it (and with --stop, stop it), "
         "for a web page: the token goes to stdout, its expiry to stderr; needs a gateway token",
-        commands.token_session,
+        operations.token_session,
     )
     session.add_argument("session", metavar="SESSION")
     session.add_argument("--stop", action="store_true", help="the token may also stop the session's turns")
@@ -133,7 +133,7 @@ def add_commands(subcommands: Subcommands) -> None:
     add = _adder(_common())
 
     status = add(
-        subcommands, "status", "a session's phase, active turn and last settled turn", commands.status
+        subcommands, "status", "a session's phase, active turn and last settled turn", operations.status
     )
     status.add_argument("session", metavar="SESSION")
 
@@ -141,13 +141,13 @@ def add_commands(subcommands: Subcommands) -> None:
         subcommands,
         "watch",
         "a session's events as they happen, one a line, until interrupted (reconnects by itself)",
-        commands.watch,
+        operations.watch,
     )
     watch.add_argument("session", metavar="SESSION")
     watch.add_argument("--after", type=int, default=0, metavar="SEQ", help="resume after this event")
     watch.add_argument("--turn", default="", metavar="TURN", help="only this turn's events")
 
-    stop = add(subcommands, "stop", "stop a session's turn; prints what the Stop did", commands.stop)
+    stop = add(subcommands, "stop", "stop a session's turn; prints what the Stop did", operations.stop)
     stop.add_argument("session", metavar="SESSION")
     stop.add_argument(
         "--expect", default="", metavar="TURN", help="stop only this turn (a later one is left alone: exit 3)"
@@ -178,11 +178,11 @@ def add_commands(subcommands: Subcommands) -> None:
         "show",
         "the turns waiting, head first, how long each has waited and when it expires, and whether "
         "the queue is paused",
-        commands.queue_show,
+        operations.queue_show,
     )
     queue_show.add_argument("session", metavar="SESSION")
     queue_resume = add(
-        queue, "resume", "un-pause the queue: its head runs if no turn is active", commands.queue_resume
+        queue, "resume", "un-pause the queue: its head runs if no turn is active", operations.queue_resume
     )
     queue_resume.add_argument("session", metavar="SESSION")
     queue_resume.add_argument("--request-id", metavar="ID", help="idempotency key")
@@ -190,7 +190,7 @@ def add_commands(subcommands: Subcommands) -> None:
         queue,
         "clear",
         "cancel every turn waiting in the queue; the active turn runs on",
-        commands.queue_clear,
+        operations.queue_clear,
     )
     queue_clear.add_argument("session", metavar="SESSION")
     queue_clear.add_argument("--reason", default="", metavar="TEXT", help="shown to watchers")
@@ -198,10 +198,10 @@ def add_commands(subcommands: Subcommands) -> None:
     turn = subcommands.add_parser("turn", help="one turn, or a session's turns").add_subparsers(
         dest="turn_command", metavar="COMMAND", required=True
     )
-    show = add(turn, "show", "a turn with its tool calls and interactions", commands.turn_show)
+    show = add(turn, "show", "a turn with its tool calls and interactions", operations.turn_show)
     show.add_argument("turn", metavar="TURN")
     show.add_argument("--session", required=True, metavar="SESSION")
-    listing = add(turn, "list", "a session's turns, newest first", commands.turn_list)
+    listing = add(turn, "list", "a session's turns, newest first", operations.turn_list)
     listing.add_argument("session", metavar="SESSION")
     _limit(listing)
 
@@ -226,7 +226,7 @@ def add_commands(subcommands: Subcommands) -> None:
         sessions,
         "busy",
         "the project's sessions with an active turn or a waiting queue, earliest deadline first",
-        commands.sessions_busy,
+        operations.sessions_busy,
     )
     _limit(busy)
 

@@ -29,6 +29,7 @@ from turngate.service.core import (
     Admitted,
     Cancel,
     Cancelled,
+    ClearQueue,
     Complete,
     Directive,
     Expire,
@@ -271,6 +272,7 @@ class Metrics:
                 | ResolveInteraction()
                 | Complete()
                 | ResumeQueue()
+                | ClearQueue()
                 | Expire()
             ):
                 pass

@@ -33,6 +33,7 @@ from turngate.service.core import (
     Admit,
     Admitted,
     Cancel,
+    ClearQueue,
     Command,
     Complete,
     Decision,
@@ -195,7 +196,7 @@ def _command_fields(command: Command) -> Fields:
             return {"turn_id": command.turn_id}
         case Cancel():
             return {"turn_id": command.expected_turn_id} if command.expected_turn_id else {}
-        case ResolveInteraction() | ResumeQueue() | Expire():
+        case ResolveInteraction() | ResumeQueue() | ClearQueue() | Expire():
             return {}
         case _:
             assert_never(command)

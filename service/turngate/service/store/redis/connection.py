@@ -108,8 +108,9 @@ REFUSED_ERRORS: tuple[type[BaseException], ...] = (
     redis_errors.SlotNotCoveredError,
     redis_errors.MaxConnectionsError,
 )
-# The same refusals where redis-py has no class for them: the reply's first word.
-_REFUSED_CODES = ("NOREPLICAS", "BUSY", "MISCONF")
+# The same refusals where redis-py has no class for them: the reply's first word. NOGROUP: a
+# stream's consumer group is missing (Redis lost it: the projector makes it again).
+_REFUSED_CODES = ("NOREPLICAS", "BUSY", "MISCONF", "NOGROUP")
 # What a failover, a frozen or unreachable node, or a lost connection looks like from here: the
 # call may or may not have reached Redis. Also UNBLOCKED, the reply to a blocking command (WAIT, a
 # blocking XREAD) whose node turned replica under it: what preceded it may have been applied.

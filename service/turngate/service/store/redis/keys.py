@@ -14,7 +14,7 @@ Per bucket:
                                 `epoch` the epoch of the log that seq is in
   `<prefix>:{b}:replicated`     string, written only with redis_wait_replicas: see store.py
   `<prefix>:{b}:deadletter`     stream of what the ledger could never record: `k`, `s`, `reason`, and
-                                the event's `t`, `e`, `epoch` when there is one (store/redis/projector.py)
+                                the event's `t`, `e`, `epoch` when there is one (ledger/projector.py)
   `<prefix>:{b}:deadletter:index`  hash: what each dead letter is about → its entry id, so each is
                                 written once (dead_letter.lua)
 Never written:

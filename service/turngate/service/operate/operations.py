@@ -41,8 +41,9 @@ from turngate.client import (
 )
 from turngate.client.auth import check_token
 from turngate.client.defaults import DEFAULT_PROJECT, DEFAULT_TARGET
-from turngate.service.config import HostPort, Seconds, describe, local_target
-from turngate.service.operate import health, render
+from turngate.service.config import HostPort, Seconds, local_target
+from turngate.service.config_help import describe
+from turngate.service.operate import probe, render
 from turngate.service.operate.exits import ExitCode
 
 Operation = Callable[[Client, argparse.Namespace], Awaitable[ExitCode]]
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(error), ExitCode.USAGE)
     logging.basicConfig(level=logging.WARNING, format="turngate: %(message)s")
     if args.command == "health":
-        return asyncio.run(health.check(target.health_target(), options, args.service))
+        return asyncio.run(probe.check(target.health_target(), options, args.service))
     if args.command == "watch":  # its first read fails at once when the service is down (see `watch`)
         options["retry_for"] = 0.0
     try:

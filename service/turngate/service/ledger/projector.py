@@ -1,13 +1,14 @@
-"""The ledger projector (redis mode): copies each session's events from Redis into the SQL ledger.
+"""The ledger projector (redis mode): copies each session's events from the store into the SQL ledger.
 
-The Redis store's compare-and-set script appends each commit's events to the session's log and one
-entry (`k` session, `s` last seq written, `epoch` of the log) to its bucket's outbox
-(`outbox.Outbox`). Every replica reads all outboxes as a consumer of the group `ledger`, and brings
-a session's ledger up to `s` like this: one SQL transaction locks the session's cursor row
-(`ledger.cursors`: an epoch and a seq), reads the events after the cursor from the log, records
-them with the `record()` the SQL store uses, and moves the cursor (one transaction does this for
-many sessions at once). Only after that commit does it raise the session document's `ledger` mark
-(the store trims the log only below it) and acknowledge and delete the entries. Hence:
+A store that keeps the ledger apart writes, with each commit's events, one entry (the session, the
+last seq written, the epoch of its log) to an outbox (`ports.outbox.Outbox`; Redis's is
+`store.redis.outbox.RedisOutbox`). Every replica reads the outbox as one consumer of its group,
+and brings a session's ledger up to an entry's seq like this: one SQL transaction locks the
+session's cursor row (`ledger.cursors`: an epoch and a seq), reads the events after the cursor
+from the log, records them with the `record()` the SQL store uses, and moves the cursor (one
+transaction does this for many sessions at once). Only after that commit does it acknowledge the
+entries, which tells the store how far the ledger holds the log (the Redis store trims it only
+below). Hence:
 
 * nothing is acknowledged before it is recorded: a crash or an outage at any point leaves the
   entries pending, and any replica takes over entries pending longer than `reclaim_idle`;
@@ -15,9 +16,9 @@ many sessions at once). Only after that commit does it raise the session documen
   by however many replicas its entries are delivered: a second projector waits on the cursor lock,
   then finds the cursor at or past `s` and only acknowledges;
 * nothing is dropped silently: an event that cannot be recorded while the ledger otherwise works
-  (after `max_deliveries` deliveries), events missing from the log and malformed outbox entries go
-  to the bucket's dead-letter stream, and are counted in `dead_letters`;
-* a log Redis lost and started again (a new epoch, from seq 1) is never taken for the one the
+  (after `max_deliveries` deliveries), events missing from the log and malformed outbox entries are
+  dead-lettered, and counted in `dead_letters`;
+* a log the store lost and started again (a new epoch, from seq 1) is never taken for the one the
   cursor follows: when an entry names another epoch than the cursor's and the log holds that
   epoch, the cursor moves to its start and its events are recorded as a new run of the session's
   history, beside the old one (`session_events` are keyed by epoch too); the loss is logged and
@@ -29,29 +30,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-from redis.typing import EncodableT
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from turngate.service.core import Decision, SessionKey
-from turngate.service.ledger.cursors import Cursors, Position
+from turngate.service.ledger.cursors import Cursors
 from turngate.service.ledger.record import record_sessions
+from turngate.service.ports.outbox import Delivered, Entry, LogRecord, Outbox, Position, described
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import unavailable_on_failure
-from turngate.service.store.redis.connection import Client
-from turngate.service.store.redis.keys import Keyspace, LogEntries, epoch_of, log_event, member, seq_of
-from turngate.service.store.redis.outbox import (
-    Entry,
-    Outbox,
-    Raw,
-    Read,
-    about_entry,
-    about_events,
-    described,
-    sort_entries,
-)
-from turngate.service.store.redis.replication import NO_REPLICATION, Replication
 
 log = logging.getLogger("turngate.projector")
 
@@ -62,9 +50,6 @@ _EVENTS_PER_TRANSACTION = 500
 # Between retries while Redis or the ledger is unreachable: doubling from the first to the last.
 _FIRST_BACKOFF_S = 0.05
 _LAST_BACKOFF_S = 1.0
-# Entries read per bucket and round: all of one session's go to one script call (outbox_ack.lua),
-# whose arguments Lua unpacks onto its stack (8,000 slots at most).
-_MAX_BATCH = 1_000
 # A consumer of the group idle this long with nothing pending is a projector that is gone (a live
 # one reads every poll; one pruned all the same is made again by its next read).
 PRUNE_IDLE_S = 3_600.0
@@ -75,10 +60,10 @@ AfterCommit = Callable[[SessionKey, int], Awaitable[None]]
 
 
 class _EventFailed(Exception):
-    """Decoding or recording events failed for a reason other than Redis or the ledger being
+    """Decoding or recording events failed for a reason other than the store or the ledger being
     unreachable; `entry` is the first event of those that failed together."""
 
-    def __init__(self, entry: Raw, why: str) -> None:
+    def __init__(self, entry: LogRecord, why: str) -> None:
         super().__init__(why)
         self.entry = entry
         self.reason = why
@@ -96,38 +81,37 @@ def _first_to_read(cursor: Position, target: Position) -> int:
     return cursor.seq + 1 if cursor.epoch == target.epoch else 1
 
 
-def _contiguous(entries: LogEntries, first_seq: int) -> LogEntries:
-    """The leading entries whose seqs run on from `first_seq` without a gap."""
-    for i, (entry_id, _) in enumerate(entries):
-        if seq_of(entry_id) != first_seq + i:
-            return entries[:i]
-    return entries
+def _contiguous(records: list[LogRecord], first_seq: int) -> list[LogRecord]:
+    """The leading records whose seqs run on from `first_seq` without a gap."""
+    for i, record in enumerate(records):
+        if record.seq != first_seq + i:
+            return records[:i]
+    return records
+
+
+def _named(key: SessionKey) -> str:
+    return f"{key.project_id}/{key.session_id}"
 
 
 class LedgerProjector:
-    """Projects the outboxes of `keys` on `redis` into the ledger on `engine` (already migrated).
+    """Projects `outbox` into the ledger on `engine` (already migrated).
 
-    `consumer` names this replica in the consumer group. `reclaim_idle` (s): entries pending that
-    long with any consumer are taken over. `prune_idle` (s): consumers idle that long with nothing
-    pending are removed from the group. `max_deliveries`: how often an entry is delivered
-    before an event of it that fails alone is dead-lettered. Per round, up to `batch` entries per
-    bucket are read and projected by up to `concurrency` transactions at once. A local commit
-    wakes it (after `coalesce` s, so a burst is projected together); otherwise it looks for other
-    replicas' entries every `poll_interval` s.
+    `reclaim_idle` (s): entries pending that long with any consumer are taken over. `prune_idle`
+    (s): consumers idle that long with nothing pending are removed from the group.
+    `max_deliveries`: how often an entry is delivered before an event of it that fails alone is
+    dead-lettered. Per round, what the outbox reads is projected by up to `concurrency`
+    transactions at once. A local commit wakes it (after `coalesce` s, so a burst is projected
+    together); otherwise it looks for other replicas' entries every `poll_interval` s.
     """
 
     def __init__(
         self,
-        redis: Client,
-        keys: Keyspace,
+        outbox: Outbox,
         engine: AsyncEngine,
         *,
-        consumer: str,
         reclaim_idle: float,
         max_deliveries: int,
         prune_idle: float = PRUNE_IDLE_S,
-        replication: Replication = NO_REPLICATION,
-        batch: int = 100,
         concurrency: int = 8,
         poll_interval: float = 1.0,
         coalesce: float = 0.02,
@@ -135,20 +119,11 @@ class LedgerProjector:
     ) -> None:
         if min(reclaim_idle, prune_idle, poll_interval) <= 0 or max_deliveries < 1 or concurrency < 1:
             raise ValueError("reclaim_idle, prune_idle and poll_interval must be > 0; the counts at least 1")
-        if not 1 <= batch <= _MAX_BATCH:
-            raise ValueError(f"batch must be 1 to {_MAX_BATCH}")
         self.after_commit = after_commit
         self.dead_letters = 0
         self.lost_histories = 0
-        self._outbox = Outbox(
-            redis,
-            keys,
-            consumer=consumer,
-            batch=batch,
-            replication=replication,
-        )
+        self._outbox = outbox
         self._cursors = Cursors(engine.dialect.name)
-        self._keys = keys
         self._engine = engine
         self._reclaim_idle = reclaim_idle
         self._prune_idle = prune_idle
@@ -247,21 +222,20 @@ class LedgerProjector:
         """Closes the Redis client it was given (not the engine, which the caller may share)."""
         await self._outbox.close()
 
-    async def _project_each(self, batches: AsyncIterator[list[tuple[int, Raw]]]) -> int:
+    async def _project_each(self, batches: AsyncIterator[Delivered]) -> int:
         projected = 0
         async for read in batches:
             await self._project(read)
             projected += len(read)
         return projected
 
-    async def _project(self, read: Read) -> None:
-        """Projects the sessions of `read`, up to `_SESSIONS_PER_TRANSACTION` per transaction and
+    async def _project(self, entries: Delivered) -> None:
+        """Projects the sessions of `entries`, up to `_SESSIONS_PER_TRANSACTION` per transaction and
         `concurrency` transactions at once, then acknowledges what was recorded; raises the first
         failure after that."""
-        entries = sort_entries(read)
         for bad in entries.malformed:
-            if await self._outbox.dead_letter(bad.bucket, about_entry(bad.id), bad.k, bad.s, bad.reason):
-                log.error("outbox entry %r of bucket %d dead-lettered: %s", bad.id, bad.bucket, bad.reason)
+            if await self._outbox.dead_letter_entry(bad):
+                log.error("outbox entry %r of part %d dead-lettered: %s", bad.id, bad.part, bad.reason)
                 self.dead_letters += 1
         by_session = entries.by_session
         # Sorted, so that replicas lock the cursors of the sessions they share in one order.
@@ -281,7 +255,7 @@ class LedgerProjector:
             if cursor is not None
         ]
         await self._outbox.acknowledge(
-            recorded, [*entries.gone, *((bad.bucket, bad.id) for bad in entries.malformed)]
+            recorded, [*entries.gone, *((bad.part, bad.id) for bad in entries.malformed)]
         )
         for result in results:
             if isinstance(result, BaseException):
@@ -317,8 +291,8 @@ class LedgerProjector:
                 if deliveries < self._max_deliveries:
                     log.warning(
                         "%s: event %d not recorded (delivery %d of %d), will retry: %s",
-                        member(key),
-                        seq_of(failure.entry[0]),
+                        _named(key),
+                        failure.entry.seq,
                         deliveries,
                         self._max_deliveries,
                         failure.reason,
@@ -365,45 +339,44 @@ class LedgerProjector:
                     {key: (_first_to_read(cursors[key], targets[key]), targets[key].seq) for key in behind},
                     limit,
                 )
-                found: list[tuple[SessionKey, LogEntries]] = []
-                for key, entries in zip(behind, logs, strict=True):
+                found: list[tuple[SessionKey, list[LogRecord]]] = []
+                for key, records in zip(behind, logs, strict=True):
                     target = targets[key]
                     if cursors[key].epoch != target.epoch:
-                        if not entries or epoch_of(entries[0][1]) != target.epoch:
+                        if not records or records[0].epoch != target.epoch:
                             gone.append(key)
                             continue
                         lost[key] = cursors[key]
                         cursors[key] = Position(target.epoch, 0)
-                    # Entries of another epoch are of a log that replaced this one: this one's are missing.
-                    entries = [entry for entry in entries if epoch_of(entry[1]) == target.epoch]
+                    # Records of another epoch are of a log that replaced this one: this one's are missing.
+                    records = [record for record in records if record.epoch == target.epoch]
                     first = cursors[key].seq + 1
-                    next_seq = seq_of(entries[0][0]) if entries else target.seq + 1
+                    next_seq = records[0].seq if records else target.seq + 1
                     if next_seq > first:
                         missing[key] = f"events {first}..{next_seq - 1} are missing from the session log"
                         cursors[key] = Position(target.epoch, next_seq - 1)
                     else:
-                        found.append((key, _contiguous(entries, first)))
+                        found.append((key, _contiguous(records, first)))
                 if missing:
                     # A transaction that skips gaps records nothing: a gap is dead-lettered before
                     # the commit (never lost), and once (were the commit to fail, the retry's
                     # letter would be the same one).
                     moved = list(missing)
                     for key, reason in missing.items():
-                        of_log = {b"epoch": cursors[key].epoch}
-                        await self._dead_letter(key, cursors[key], reason, reason, of_log)
+                        await self._dead_letter(key, cursors[key], reason, reason, None)
                 else:
                     await self._record(conn, found)
                     moved = []
-                    for key, entries in found:
+                    for key, records in found:
                         moved.append(key)
-                        cursors[key] = Position(targets[key].epoch, seq_of(entries[-1][0]))
+                        cursors[key] = Position(targets[key].epoch, records[-1].seq)
                 if moved:
                     await self._cursors.move(conn, {key: cursors[key] for key in moved})
         for key in gone:
             log.warning(
                 "%s: outbox entries name events up to %d of epoch %d, which the log no longer holds "
-                "(Redis lost them); acknowledged",
-                member(key),
+                "(the store lost them); acknowledged",
+                _named(key),
                 targets[key].seq,
                 targets[key].epoch,
             )
@@ -414,11 +387,9 @@ class LedgerProjector:
             await self._committed(key, cursors[key].seq)
         return cursors
 
-    async def _record(self, conn: AsyncConnection, found: list[tuple[SessionKey, LogEntries]]) -> None:
+    async def _record(self, conn: AsyncConnection, found: list[tuple[SessionKey, list[LogRecord]]]) -> None:
         try:
-            events = [
-                (key, [log_event(entry_id, fields) for entry_id, fields in entries]) for key, entries in found
-            ]
+            events = [(key, [record.event() for record in records]) for key, records in found]
             with unavailable_on_failure():
                 await record_sessions(conn, events)
         except StoreUnavailable:
@@ -430,8 +401,7 @@ class LedgerProjector:
         """Dead-letters the event that failed alone and moves the cursor past it, under the cursor
         lock (so two projectors never both skip it). The first event of a new epoch's log may be
         the one: the cursor then moves to that epoch here."""
-        entry_id, fields = failure.entry
-        failed = Position(epoch_of(fields), seq_of(entry_id))
+        failed = Position(failure.entry.epoch, failure.entry.seq)
         with unavailable_on_failure():
             async with self._engine.begin() as conn:
                 cursor = (await self._cursors.lock(conn, {key: failed.epoch}))[key]
@@ -439,20 +409,19 @@ class LedgerProjector:
                     return
                 # Before the commit, so never lost; once, even if the commit fails and is retried.
                 what = f"event {failed.seq} could not be recorded: {failure.reason}"
-                await self._dead_letter(key, failed, failure.reason, what, fields)
+                await self._dead_letter(key, failed, failure.reason, what, failure.entry)
                 await self._cursors.move(conn, {key: failed})
         if cursor.epoch != failed.epoch:
             self._new_run(key, cursor, failed.epoch)
         await self._committed(key, failed.seq)
 
     async def _dead_letter(
-        self, key: SessionKey, last: Position, reason: str, what: str, fields: Mapping[bytes, EncodableT]
+        self, key: SessionKey, last: Position, reason: str, what: str, record: LogRecord | None
     ) -> None:
-        """Dead-letters events of `key`'s log up to `last` (with the event's `fields`), unless that
-        letter was written before; counts and logs the ones it writes."""
-        bucket, about = self._keys.bucket(key), about_events(key, last)
-        if await self._outbox.dead_letter(bucket, about, member(key), last.seq, reason, fields):
-            log.error("%s: %s; dead-lettered", member(key), what)
+        """Dead-letters events of `key`'s log up to `last` (with the event as kept, `record`),
+        unless that letter was written before; counts and logs the ones it writes."""
+        if await self._outbox.dead_letter_events(key, last, reason, record):
+            log.error("%s: %s; dead-lettered", _named(key), what)
             self.dead_letters += 1
 
     def _new_run(self, key: SessionKey, lost: Position, epoch: int) -> None:
@@ -461,7 +430,7 @@ class LedgerProjector:
         log.error(
             "%s: Redis lost this session's history (the ledger holds its epoch %d up to seq %d); "
             "its new log, epoch %d, is recorded as a new run",
-            member(key),
+            _named(key),
             lost.epoch,
             lost.seq,
             epoch,

@@ -1,0 +1,82 @@
+"""The Redis store's scripts, and the one way the compare-and-set script is run: on a connection
+held for it, with the commands that confirm it in the same round trip, its failures classified by
+whether the script had left (connection.failure)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from importlib.resources import files
+from typing import Any
+
+from redis import exceptions as redis_errors
+from redis.asyncio.connection import AbstractConnection
+
+from turngate.service.core import ClockWindow
+from turngate.service.ports.store import StoreUnavailable
+from turngate.service.store.redis.connection import unavailable_on_failure
+
+CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
+UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
+_CAS_SHA = hashlib.sha1(CAS.encode()).hexdigest()
+
+
+def window_args(window: ClockWindow) -> list[str | int]:
+    """A clock window as the script takes it ("" for an open end)."""
+    return ["" if window.start is None else window.start, "" if window.end is None else window.end]
+
+
+def entry_fields(flat: list[bytes]) -> dict[bytes, bytes]:
+    """A stream entry's fields as a script returns them (name, value, name, value…)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+async def run_cas(
+    connection: AbstractConnection,
+    keys: list[str],
+    args: list[str | int | bytes],
+    after: Sequence[tuple[str | int, ...]],
+    *,
+    writes: bool,
+) -> list[Any]:
+    """cas.lua's reply on `connection`, then the replies of the commands `after` it (sent in the
+    same round trip; a reply Redis failed is its exception), loading the script first if Redis lost
+    it (a restart, a SCRIPT FLUSH). Once a script that `writes` is on its way, a failure may leave
+    the write applied: its outcome is unknown (connection.failure)."""
+    evalsha = ("EVALSHA", _CAS_SHA, len(keys), *keys, *args)
+    with unavailable_on_failure():  # nothing has left yet: a connection refused applied nothing
+        await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    with unavailable_on_failure(sent=writes):
+        for _ in range(2):
+            await connection.send_packed_command(connection.pack_commands([evalsha, *after]))
+            replies = [await _reply(connection) for _ in range(1 + len(after))]
+            if not isinstance(replies[0], redis_errors.NoScriptError):
+                break
+            await connection.send_command("SCRIPT", "LOAD", CAS)
+            await connection.read_response()
+        else:
+            raise StoreUnavailable("the compare-and-set script could not be loaded")
+        if isinstance(replies[0], Exception):
+            raise replies[0]
+        return replies
+
+
+async def _reply(connection: AbstractConnection) -> Any:
+    """The next reply on `connection`; an error reply as its exception, so the replies after it
+    are read too."""
+    try:
+        return await connection.read_response()
+    except redis_errors.ResponseError as error:
+        return error
+
+
+@asynccontextmanager
+async def discarded_on_failure(connection: AbstractConnection) -> AsyncIterator[None]:
+    """Disconnects `connection` if the block fails: replies may be left unread, so it is never
+    reused as it is."""
+    try:
+        yield
+    except BaseException:
+        await connection.disconnect()
+        raise
