@@ -23,10 +23,12 @@ class Named:
     name: str
     roles: tuple[str, ...]
     projects: tuple[str, ...] | str
+    # Another value makes another token for the same name (a principal added again, rotation).
+    secret: str = "0123456789abcdef"
 
     @property
     def token(self) -> str:
-        return f"tok-{self.name}-0123456789abcdef"
+        return f"tok-{self.name}-{self.secret}"
 
 
 RUNNER_A = Named("runner-a", ("runner",), (PROJECT_A,))

@@ -67,9 +67,15 @@ class Gatekeeper:
             log.info("session token refused: %s", error)
             return None
         assert principal.reach is not None
-        # Revoking a gateway (the tokens file, reloaded) revokes the session tokens it minted.
-        if not any(access.may_mint(entry, principal.reach.project_id) for entry in tokens.named(minter)):
-            log.info("session token refused: its minter %r may no longer mint for its project", minter)
+        # Revoking a gateway's entry (the tokens file, reloaded) revokes the session tokens it
+        # minted, even if a principal of the same name is listed again later.
+        entry = tokens.entry(minter.entry)
+        if (
+            entry is None
+            or entry.name != minter.name
+            or not access.may_mint(entry, principal.reach.project_id)
+        ):
+            log.info("session token refused: its minter %r may no longer mint for its project", minter.name)
             return None
         return principal
 
