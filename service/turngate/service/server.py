@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import shutil
 import signal
-import tempfile
 from collections.abc import Callable, Sized
 from pathlib import Path
 from typing import TypeVar
@@ -42,6 +40,7 @@ from turngate.service.watch import WatchHub
 from turngate.service.watchdog import Watchdog
 from turngate.service.web.app import application
 from turngate.service.web.listener import HttpListener
+from turngate.service.web.private_socket import PrivateSocket
 from turngate.v1 import turngate_pb2 as pb
 
 log = logging.getLogger("turngate.server")
@@ -74,7 +73,7 @@ class TurngateServer:
         self._grpc: grpc.aio.Server | None = None
         self._http: HttpListener | None = None
         self._bridge: grpc.aio.Channel | None = None
-        self._bridge_dir: Path | None = None
+        self._bridge_socket: PrivateSocket | None = None
         self.http_port = 0
 
     @property
@@ -173,10 +172,9 @@ class TurngateServer:
     def _bridge_port(self, server: grpc.aio.Server) -> str:
         """The private gRPC port the HTTP listener forwards to: a Unix socket in a directory only
         this user may enter, so nothing else on the host reaches the server past its TLS."""
-        self._bridge_dir = Path(tempfile.mkdtemp(prefix="turngate-"))
-        target = f"unix:{self._bridge_dir / 'grpc.sock'}"
-        server.add_insecure_port(target)
-        return target
+        self._bridge_socket = PrivateSocket()
+        server.add_insecure_port(self._bridge_socket.target)
+        return self._bridge_socket.target
 
     async def _start_http(self, bridge_target: str) -> None:
         settings = self.settings
@@ -244,9 +242,9 @@ class TurngateServer:
     async def _stop_grpc(self) -> None:
         if self._grpc is not None:
             await self._grpc.stop(self.settings.shutdown_grace)
-        if self._bridge_dir is not None:
-            shutil.rmtree(self._bridge_dir, ignore_errors=True)
-            self._bridge_dir = None
+        if self._bridge_socket is not None:
+            self._bridge_socket.remove()
+            self._bridge_socket = None
 
     async def __aenter__(self) -> TurngateServer:
         await self.start()

@@ -1,0 +1,61 @@
+"""The bridge between the HTTP listener and the gRPC server (a private Unix socket): a directory
+that a killed server left behind is removed at the next start, and calls that cross it are seen
+(logs, spans) with the browser's address, not the socket's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.processes import free_port, spawn_server
+from turngate.service.web.private_socket import PREFIX, PrivateSocket
+
+
+async def test_a_bridge_directory_left_by_a_killed_server_is_removed_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {"TMPDIR": str(temp)}
+    async with spawn_server(tmp_path, "--http-listen", f"127.0.0.1:{free_port()}", env=env) as killed:
+        left = set(temp.iterdir())
+        assert left, "the bridge's directory is in TMPDIR"
+        await killed.kill()
+    assert set(temp.iterdir()) == left, "SIGKILL leaves it behind"
+    async with spawn_server(tmp_path, "--http-listen", f"127.0.0.1:{free_port()}", env=env):
+        now = set(temp.iterdir())
+        assert not now & left, "the killed server's directory is removed"
+        assert len(now) == 1, "the running server's own is there"
+    assert not set(temp.iterdir()), "a server that stops removes its own"
+
+
+def test_a_bridge_directory_whose_process_runs_or_that_is_not_one_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = tmp_path / f"{PREFIX}{ended.stdout.strip()}-old"
+    running = tmp_path / f"{PREFIX}{os.getppid()}-in-use"
+    link = tmp_path / f"{PREFIX}{ended.stdout.strip()}-link"
+    unrelated = tmp_path / f"{PREFIX}not-a-pid-x"
+    for directory in (dead, running, unrelated):
+        directory.mkdir()
+    link.symlink_to(running)
+    made = PrivateSocket()
+    try:
+        assert {path.name for path in tmp_path.iterdir()} == {
+            made.directory.name,
+            running.name,
+            link.name,
+            unrelated.name,
+        }
+    finally:
+        made.remove()
+    assert not made.directory.exists()
