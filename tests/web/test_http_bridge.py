@@ -1,9 +1,10 @@
-"""The bridge between the HTTP listener and the gRPC server (a private Unix socket): a directory
-that a killed server left behind is removed at the next start, and calls that cross it are seen
-(logs, spans) with the browser's address, not the socket's."""
+"""The bridge between the HTTP listener and the gRPC server (a private Unix socket), issue 20,
+item 7: a directory that a killed server left behind is removed at the next start; calls are
+logged with the browser's address, not the socket's (spans too: tests/telemetry/test_traces.py)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -13,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.processes import free_port, spawn_server
+from tests.web.calls import code_of
+from turngate.service.server import TurngateServer
 from turngate.service.web.private_socket import PREFIX, PrivateSocket
+from turngate.v1 import turngate_pb2 as pb
 
 
 async def test_a_bridge_directory_left_by_a_killed_server_is_removed_at_the_next_start(
@@ -59,3 +63,21 @@ def test_a_bridge_directory_whose_process_runs_or_that_is_not_one_is_left_alone(
     finally:
         made.remove()
     assert not made.directory.exists()
+
+
+GET_SESSION = "/turngate.v1.SessionService/GetSession"
+
+
+async def test_a_refused_http_call_is_logged_with_the_browsers_address_not_the_private_socket(
+    guarded: TurngateServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="turngate.auth")
+    request = pb.GetSessionRequest(session=pb.SessionRef(project_id="p-sec-a", session_id="s-peer"))
+    await code_of(guarded.http_port, "connect-json", None, GET_SESSION, request)
+    [line] = [
+        record.getMessage()
+        for record in caplog.records
+        if "missing or unknown bearer token" in record.getMessage()
+    ]
+    assert " from ipv4:127.0.0.1:" in line
+    assert "unix:" not in line

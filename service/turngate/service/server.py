@@ -18,11 +18,12 @@ from grpc_reflection.v1alpha import reflection
 from turngate.service.api import decoding
 from turngate.service.api.admission import AdmissionService
 from turngate.service.api.control import ControlService
-from turngate.service.api.edge import Edge, Gatekeeper
+from turngate.service.api.edge import Edge
 from turngate.service.api.policy import Policy
 from turngate.service.api.quota import WatchQuota
 from turngate.service.api.sessions import SessionService
 from turngate.service.auth.files import SecretsFileError
+from turngate.service.auth.gatekeeper import Gatekeeper
 from turngate.service.auth.principals import load_tokens
 from turngate.service.auth.session_tokens import load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
