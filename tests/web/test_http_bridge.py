@@ -1,6 +1,7 @@
 """The bridge between the HTTP listener and the gRPC server (a private Unix socket), issue 20,
 item 7: a directory that a killed server left behind is removed at the next start; calls are
-logged with the browser's address, not the socket's (spans too: tests/telemetry/test_traces.py)."""
+logged with the browser's address, not the socket's (spans too: tests/telemetry/test_traces.py),
+and with the setting, one access log line each."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.processes import free_port, spawn_server
-from tests.web.calls import code_of
+from tests.e2e.servers import OwnServer
+from tests.web.calls import code_of, http_client, unary
 from turngate.service.server import TurngateServer
 from turngate.service.web.private_socket import PREFIX, PrivateSocket
 from turngate.v1 import turngate_pb2 as pb
@@ -81,3 +83,24 @@ async def test_a_refused_http_call_is_logged_with_the_browsers_address_not_the_p
     ]
     assert " from ipv4:127.0.0.1:" in line
     assert "unix:" not in line
+
+
+async def test_with_http_access_log_each_http_call_is_logged_with_the_browsers_address(
+    own_server: OwnServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="turngate.http.access")
+    request = pb.GetSessionRequest(session=pb.SessionRef(project_id="p-access", session_id="s-1"))
+    for logged in (False, True):
+        caplog.clear()
+        async with (
+            own_server(http_listen="127.0.0.1:0", http_access_log=logged) as (server, _),
+            http_client(server.http_port) as http,
+        ):
+            await unary(http, GET_SESSION, request)
+        lines = [record.getMessage() for record in caplog.records if record.name == "turngate.http.access"]
+        if not logged:
+            assert lines == [], "off by default"
+            continue
+        [line] = lines
+        assert line.startswith("127.0.0.1:")
+        assert f'"POST {GET_SESSION} 1.1" 200 ' in line
