@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import socket
 import sqlite3
@@ -149,11 +150,12 @@ async def spawn_server(
     port: int | None = None,
     env: Mapping[str, str] | None = None,
     serving: bool = True,
+    open_files: int | None = None,
 ) -> AsyncIterator[Spawned]:
     """`turngate serve *args` storing into `database(tmp)` unless args name a --store, listening on
     `port` (a free one by default; --listen is added unless args or env set it), once it is
-    SERVING (with `serving=False`: once its health answers at all). On exit it is stopped with
-    SIGTERM if it still runs."""
+    SERVING (with `serving=False`: once its health answers at all); with `open_files`, that is its
+    file limit (RLIMIT_NOFILE). On exit it is stopped with SIGTERM if it still runs."""
     # A test of the drain sets its delay; the others need not wait it out at every stop.
     env = {"TURNGATE_DRAIN_DELAY": "0", **(env or {})}
     port = port or free_port()
@@ -166,6 +168,9 @@ async def spawn_server(
         process = await asyncio.create_subprocess_exec(
             TURNGATE, "serve", *args, cwd=tmp, env=cli_env(**env), stderr=stderr
         )
+    if open_files is not None:  # set at once: the interpreter is still starting
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.prlimit(process.pid, resource.RLIMIT_NOFILE, (open_files, hard))
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=_FAST_RECONNECT) as channel:
             health = health_pb2_grpc.HealthStub(channel)

@@ -313,3 +313,51 @@ def trace_metadata() -> st.SearchStrategy[tuple[tuple[str, str], ...]]:
         st.sampled_from(("00-" + "f" * 5_000, "00-" + "0" * 32 + "-" + "0" * 16 + "-00-extra")),
     )
     return st.one_of(st.just(()), value.map(lambda v: (("traceparent", v),)))
+
+
+# The HTTP listener's headers that mean something to it (forwarded, protocol), and one that does not.
+HTTP_HEADERS = (
+    "authorization",
+    "traceparent",
+    "tracestate",
+    "connect-timeout-ms",
+    "grpc-timeout",
+    "connect-protocol-version",
+    "content-encoding",
+    "connect-content-encoding",
+    "x-fuzz",
+)
+
+
+def header_values() -> st.SearchStrategy[bytes]:
+    """Any bytes, bytes that are not UTF-8, control characters, and UTF-8 that encodes lone
+    surrogates (which Python decodes only with `surrogatepass`)."""
+    surrogates = st.text(st.characters(categories=["Cs"]), min_size=1, max_size=4)
+    return st.one_of(
+        st.binary(min_size=1, max_size=48),
+        st.sampled_from(NOT_UTF8),
+        st.sampled_from(TRICKY_TEXT).map(str.encode),
+        surrogates.map(lambda text: text.encode("utf-8", "surrogatepass")),
+        st.text(max_size=48).map(str.encode),
+    )
+
+
+def connect_json(descriptor: Descriptor) -> st.SearchStrategy[bytes]:
+    """A JSON object for a request of `descriptor` whose keys and strings may hold lone surrogates
+    (as JSON spells them: `\\ud800`, valid JSON but no Unicode text), at any depth, as keys, enum
+    names, durations and plain strings."""
+    surrogate = st.integers(0xD800, 0xDFFF).map(lambda code: f"\\u{code:04x}")
+    text = st.lists(st.one_of(surrogate, st.text("abcmsR0123456789", max_size=3)), min_size=1, max_size=4)
+    strings = text.map(lambda parts: '"' + "".join(parts) + '"')
+    key = st.one_of(st.sampled_from([f'"{field.json_name}"' for field in descriptor.fields]), strings)
+    scalar = st.one_of(
+        strings, st.integers(-(2**64), 2**64).map(str), st.sampled_from(("true", "null", "1.5e3"))
+    )
+    value = st.recursive(
+        scalar, lambda inner: st.dictionaries(key, inner, max_size=3).map(_object), max_leaves=6
+    )
+    return st.dictionaries(key, value, min_size=1, max_size=4).map(lambda fields: _object(fields).encode())
+
+
+def _object(fields: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{name}: {value}" for name, value in fields.items()) + "}"

@@ -23,20 +23,24 @@ class Named:
     name: str
     roles: tuple[str, ...]
     projects: tuple[str, ...] | str
+    # Another value makes another token for the same name (a principal added again, rotation).
+    secret: str = "0123456789abcdef"
 
     @property
     def token(self) -> str:
-        return f"tok-{self.name}-0123456789abcdef"
+        return f"tok-{self.name}-{self.secret}"
 
 
 RUNNER_A = Named("runner-a", ("runner",), (PROJECT_A,))
 RUNNER_A2 = Named("runner-a2", ("runner",), (PROJECT_A,))
 GATEWAY_A = Named("gateway-a", ("gateway",), (PROJECT_A,))
+# A runner that is also its project's gateway: it may stop (and so interrupt) any turn of project A.
+RUNNER_GATEWAY_A = Named("runner-gateway-a", ("runner", "gateway"), (PROJECT_A,))
 WATCHER_A = Named("watcher-a", ("watcher",), (PROJECT_A,))
 ADMIN = Named("admin", ("admin",), "*")
 RUNNER_B = Named("runner-b", ("runner",), (PROJECT_B,))
 GATEWAY_B = Named("gateway-b", ("gateway",), (PROJECT_B,))
-EVERYONE = (RUNNER_A, RUNNER_A2, GATEWAY_A, WATCHER_A, ADMIN, RUNNER_B, GATEWAY_B)
+EVERYONE = (RUNNER_A, RUNNER_A2, GATEWAY_A, RUNNER_GATEWAY_A, WATCHER_A, ADMIN, RUNNER_B, GATEWAY_B)
 
 
 def tokens_toml(principals: tuple[Named, ...] = EVERYONE) -> str:

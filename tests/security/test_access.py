@@ -1,6 +1,7 @@
 """Authentication and authorization through real calls: every role against every RPC (the
-matrix is generated from the contract), missing and wrong tokens, project isolation, and a
-turn's writes reserved to the principal that admitted it."""
+matrix is generated from the contract), INTERRUPT of another principal's turn (Stop's roles),
+missing and wrong tokens, project isolation, and a turn's writes reserved to the principal that
+admitted it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 
-from tests.e2e.calls import admit, assert_reason, refused, state_of
+from tests.e2e.calls import admit, assert_reason, enqueue, get_turn, refused, state_of
 from tests.security.principals import (
     ADMIN,
     GATEWAY_A,
@@ -21,7 +22,9 @@ from tests.security.principals import (
     PROJECT_B,
     RUNNER_A,
     RUNNER_A2,
+    RUNNER_GATEWAY_A,
     WATCHER_A,
+    Named,
     bearer,
     client_as,
 )
@@ -68,6 +71,27 @@ ROLE_HOLDERS = {"runner": RUNNER_A, "gateway": GATEWAY_A, "watcher": WATCHER_A, 
 MATRIX = [(role, method) for role in ROLE_HOLDERS for method in sorted(ROLES)]
 # Native gRPC, and the HTTP listener's Connect (JSON) and gRPC-Web (binary) for browsers.
 TRANSPORTS = ("grpc", "connect-json", "grpc-web-proto")
+
+
+ADMIT = "/turngate.v1.AdmissionService/AdmitTurn"
+CANCEL = "/turngate.v1.ControlService/CancelTurn"
+# Who sends AdmitTurn(INTERRUPT) while RUNNER_A's turn runs: itself, another runner of the
+# project, and a holder of each other role.
+INTERRUPTERS = {
+    "runner-own-turn": RUNNER_A,
+    "other-runner": RUNNER_A2,
+    "runner-and-gateway": RUNNER_GATEWAY_A,
+    "gateway": GATEWAY_A,
+    "watcher": WATCHER_A,
+    "admin": ADMIN,
+}
+
+
+def may_interrupt(interrupter: Named) -> bool:
+    """From the roles table: AdmitTurn's roles, and for a turn another principal holds, Stop's too."""
+    roles = set(interrupter.roles)
+    own_turn = interrupter is RUNNER_A
+    return bool(roles & ROLES[ADMIT]) and (own_turn or bool(roles & ROLES[CANCEL]))
 
 
 def short(method: str) -> str:
@@ -129,6 +153,53 @@ async def test_no_or_wrong_token_is_unauthenticated_on_every_rpc(
 ) -> None:
     code = await call_over(transport, guarded, header, method, SAMPLES[short(method)]())
     assert code is grpc.StatusCode.UNAUTHENTICATED
+
+
+def fresh_session() -> pb.SessionRef:
+    return pb.SessionRef(project_id=PROJECT_A, session_id=f"s-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("interrupter", INTERRUPTERS)
+async def test_interrupt_of_another_principals_turn_needs_the_role_that_may_stop_it(
+    guarded: TurngateServer, interrupter: str, transport: str
+) -> None:
+    session = fresh_session()
+    async with client_as(guarded.port, bearer(RUNNER_A)) as owner:
+        await admit(owner, session, "t-victim", "r-victim")
+    before = await document(guarded, session)
+    request = pb.AdmitTurnRequest(
+        session=session, turn_id="t-next", runner_id="r-next", mode=pb.ADMISSION_MODE_INTERRUPT
+    )
+    named = INTERRUPTERS[interrupter]
+    code = await call_over(transport, guarded, bearer(named), ADMIT, request)
+    async with client_as(guarded.port, bearer(ADMIN)) as admin:
+        victim = await get_turn(admin, session, "t-victim")
+    if may_interrupt(named):
+        assert code is grpc.StatusCode.OK, f"{interrupter} may interrupt"
+        assert victim.phase == pb.TURN_PHASE_STOPPING
+    else:
+        assert code is grpc.StatusCode.PERMISSION_DENIED, f"{interrupter} must be denied"
+        assert victim.phase == pb.TURN_PHASE_RUNNING
+        assert await document(guarded, session) == before
+
+
+async def test_interrupt_of_another_principals_stopping_turn_leaves_the_gateways_pause(
+    guarded: TurngateServer,
+) -> None:
+    session = fresh_session()
+    async with (
+        client_as(guarded.port, bearer(RUNNER_A)) as owner,
+        client_as(guarded.port, bearer(GATEWAY_A)) as gateway,
+        client_as(guarded.port, bearer(RUNNER_A2)) as other,
+    ):
+        await admit(owner, session, "t-victim", "r-victim")
+        await enqueue(owner, session, "t-queued")
+        await gateway.control.CancelTurn(pb.CancelTurnRequest(session=session, expected_turn_id="t-victim"))
+        before = await document(guarded, session)
+        interrupt = admit(other, session, "t-jump", "r-jump", mode=pb.ADMISSION_MODE_INTERRUPT)
+        assert_reason(await refused(interrupt), "TURN_HELD_BY_OTHER_PRINCIPAL", admission=True)
+        assert await document(guarded, session) == before
 
 
 async def test_health_needs_no_token(guarded: TurngateServer) -> None:

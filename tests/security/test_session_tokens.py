@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from tests.security.test_access import DENIED, SAMPLES, TRANSPORTS, call, call_o
 from tests.web.calls import http_client, status, stream
 from turngate.client import Client, PermissionDenied, SessionTokenScope
 from turngate.service.auth.access import ROLES, SCOPES
-from turngate.service.auth.principals import Scope
+from turngate.service.auth.principals import Scope, entry_id, token_digest
 from turngate.service.auth.session_tokens import KeysFileError, load_keys
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
@@ -104,6 +105,7 @@ def claims(**changes: Any) -> dict[str, Any]:
         "iss": "turngate",
         "aud": "turngate.v1",
         "sub": GATEWAY_A.name,
+        "minter": entry_id(token_digest(GATEWAY_A.token)),
         "iat": now,
         "nbf": now,
         "exp": now + 600,
@@ -414,6 +416,18 @@ async def test_tampered_claims_are_unauthenticated(keyed: TurngateServer, change
     assert await status_of(keyed, tampered(minted.token, **changes)) is grpc.StatusCode.UNAUTHENTICATED
 
 
+@pytest.mark.parametrize("claim", ["exp", "iat", "nbf"])
+async def test_a_session_token_whose_date_is_a_numeric_string_is_unauthenticated(
+    keyed: TurngateServer, claim: str
+) -> None:
+    """JWT dates are JSON numbers (RFC 7519 NumericDate); PyJWT alone would take "1767225600"."""
+    as_text: dict[str, Any] = {claim: str(claims()[claim])}
+    assert await status_of(keyed, forge()) is grpc.StatusCode.OK
+    for transport in TRANSPORTS:
+        token = forge(**as_text)
+        assert await status_of(keyed, token, transport=transport) is grpc.StatusCode.UNAUTHENTICATED
+
+
 async def test_refusals_are_logged_without_the_token_or_a_secret(
     keyed: TurngateServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -561,6 +575,31 @@ async def test_revoking_the_minting_gateway_revokes_its_session_tokens(tmp_path:
         write_tokens(tokens, tuple(named for named in EVERYONE if named is not GATEWAY_A))
         server.reload()
         assert await status_of(server, minted) is grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_a_session_token_stays_revoked_when_a_principal_of_its_minters_name_is_added_again(
+    tmp_path: Path,
+) -> None:
+    """A token is bound to the tokens-file entry that minted it, not to the minter's name: a
+    gateway revoked, then a principal of the same name added with another token, revives nothing."""
+    keys = tmp_path / "keys.toml"
+    keys.write_text(keys_toml(CURRENT))
+    tokens = write_tokens(tmp_path / "tokens.toml")
+    others = tuple(named for named in EVERYONE if named is not GATEWAY_A)
+    async for server, _ in running(settings_for(str(tmp_path), auth_file=tokens, session_token_keys=keys)):
+        minted = (await mint(server.port)).token
+        assert await status_of(server, minted) is grpc.StatusCode.OK
+        write_tokens(tokens, others)
+        server.reload()
+        assert await status_of(server, minted) is grpc.StatusCode.UNAUTHENTICATED
+        readded = replace(GATEWAY_A, secret="added-again-fedcba9876543210")
+        write_tokens(tokens, (*others, readded))
+        server.reload()
+        assert await status_of(server, minted) is grpc.StatusCode.UNAUTHENTICATED
+        assert await status_of(server, (await mint(server.port, minter=readded)).token) is grpc.StatusCode.OK
+        write_tokens(tokens, (*others, GATEWAY_A, readded))  # the minting entry itself listed again
+        server.reload()
+        assert await status_of(server, minted) is grpc.StatusCode.OK
 
 
 # The keys file.

@@ -23,7 +23,8 @@ from tests.e2e.processes import Spawned, free_port, spawn_server
 from tests.e2e.servers import Client, OwnServer
 from tests.waiting import eventually
 from turngate.client import __version__
-from turngate.service.server import TurngateServer
+from turngate.service.config import Settings
+from turngate.service.server import TurngateServer, metrics_served
 from turngate.service.telemetry import listener
 from turngate.v1 import turngate_pb2 as pb
 
@@ -136,23 +137,21 @@ async def test_readyz_answers_503_until_a_server_follows_then_what_its_health_sa
     own_server: OwnServer,
 ) -> None:
     listener.forget()
-    port = free_port()
-    served = listener.Listener("127.0.0.1", port, CollectorRegistry())
-    address = f"127.0.0.1:{port}"
+    address = f"127.0.0.1:{free_port()}"
     try:
-        assert await asyncio.to_thread(get, address, "/readyz") == (503, "not ready\n")
-        assert (await asyncio.to_thread(get, address, "/healthz"))[0] == 200
-        async with own_server():
+        async with metrics_served(Settings(metrics_listen=address), CollectorRegistry()):
+            assert await asyncio.to_thread(get, address, "/readyz") == (503, "not ready\n")
+            assert (await asyncio.to_thread(get, address, "/healthz"))[0] == 200
+            async with own_server():
 
-            async def ready() -> bool:
-                return await asyncio.to_thread(get, address, "/readyz") == (200, "ready\n")
+                async def ready() -> bool:
+                    return await asyncio.to_thread(get, address, "/readyz") == (200, "ready\n")
 
-            # Readiness waits for the first store probe.
-            await eventually(ready)
-        # Stopped: drained, so no longer ready.
-        assert await asyncio.to_thread(get, address, "/readyz") == (503, "not ready\n")
+                # Readiness waits for the first store probe.
+                await eventually(ready)
+            # Stopped: drained, so no longer ready.
+            assert await asyncio.to_thread(get, address, "/readyz") == (503, "not ready\n")
     finally:
-        served.close()
         listener.forget()
 
 

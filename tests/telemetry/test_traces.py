@@ -23,11 +23,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from tests.e2e.calls import admit, complete, refused, stop
-from tests.e2e.servers import Client
+from tests.e2e.servers import Client, OwnServer
 from tests.e2e.watching import STREAM_TIMEOUT_S, collect, watch
 from tests.telemetry.queueing import enqueue, stop_then
 from tests.telemetry.recorded import Recorded, children, client_rpc, in_session, in_trace, rpc
 from tests.waiting import eventually
+from tests.web.calls import http_client, unary
 from turngate.client import Client as Sdk
 from turngate.service.core import Command, Heartbeat, SessionKey
 from turngate.service.server import TurngateServer
@@ -142,6 +143,17 @@ async def test_server_spans_have_the_current_semantic_convention_names(
     assert isinstance(found["network.peer.port"], int)
     assert str(found["user_agent.original"]).startswith("grpc-python")
     assert not [key for key in found if key.startswith("net.") or key == "rpc.user_agent"]
+
+
+async def test_an_http_calls_server_span_names_the_browsers_address_not_the_private_socket(
+    installed: Recorded, recorded: Recorded, own_server: OwnServer, session: pb.SessionRef
+) -> None:
+    async with own_server(http_listen="127.0.0.1:0") as (server, _), http_client(server.http_port) as http:
+        await unary(http, "/turngate.v1.SessionService/GetSession", pb.GetSessionRequest(session=session))
+    server_span = await recorded.one(rpc("SessionService", "GetSession"), lambda span: span.kind is SERVER)
+    found = attributes(server_span)
+    assert found["network.peer.address"] == "127.0.0.1"
+    assert isinstance(found["network.peer.port"], int)
 
 
 async def test_a_turn_whose_runner_process_was_killed_is_settled_in_a_span_linked_to_its_admission(

@@ -79,8 +79,14 @@ def admit_with(**fields: object) -> pb.AdmitTurnRequest:
     return changed(pb.AdmitTurnRequest(session=REF, turn_id="t1", runner_id="r1"), **fields)
 
 
-def admit(request: pb.AdmitTurnRequest) -> tuple[SessionKey, core.Admit]:
-    return parse.admit(request, POLICY, TRACE, "alice")
+def admit(request: pb.AdmitTurnRequest, *, may_stop_others: bool = False) -> tuple[SessionKey, core.Admit]:
+    return parse.admit(request, POLICY, TRACE, "alice", may_stop_others=may_stop_others)
+
+
+def test_interrupt_of_another_principals_turn_whether_the_caller_may_is_carried_by_the_command() -> None:
+    request = admit_with(mode=pb.ADMISSION_MODE_INTERRUPT)
+    assert admit(request)[1].may_stop_others is False
+    assert admit(request, may_stop_others=True)[1].may_stop_others is True
 
 
 def call_with(**fields: object) -> pb.RecordToolCallRequest:

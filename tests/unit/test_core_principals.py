@@ -1,12 +1,23 @@
-"""A turn belongs to the principal that admitted it (TURN_HELD_BY_OTHER_PRINCIPAL), and the
-bounds the settings give commands: sessions with an active turn per project, open tool calls
-and pending interactions per turn (LIMIT_EXCEEDED)."""
+"""A turn belongs to the principal that admitted it (TURN_HELD_BY_OTHER_PRINCIPAL), and may be
+interrupted by another principal only when that one may stop others' turns; and the bounds the
+settings give commands: sessions with an active turn per project, open tool calls and pending
+interactions per turn (LIMIT_EXCEEDED)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from turngate.service.core import Admitted, ErrorReason, HeartbeatReply, RunnerCommand, TurnOutcome
+from turngate.service.core import (
+    Admit,
+    Admitted,
+    ErrorReason,
+    HeartbeatReply,
+    QueueAction,
+    Queued,
+    RunnerCommand,
+    TurnOutcome,
+    TurnPhase,
+)
 
 from .helpers import (
     SECOND,
@@ -20,6 +31,7 @@ from .helpers import (
     interaction,
     tool_call,
 )
+from .test_core_queue import interrupt
 
 R1 = "runner-one"
 R2 = "runner-two"
@@ -73,6 +85,51 @@ def test_turn_held_by_other_principal_a_stop_is_not_a_runner_write() -> None:
     timeline, _ = owned(R1)
     timeline.do(cancel("t1"), after=SECOND)
     assert timeline.active.stop is not None
+
+
+def interrupt_by(principal: str, *, may_stop_others: bool = False) -> Admit:
+    return replace(interrupt("t2"), principal=principal, may_stop_others=may_stop_others)
+
+
+def test_interrupt_of_another_principals_turn_is_refused_and_changes_nothing() -> None:
+    timeline, _ = owned(R1)
+    before = timeline.state
+    refusal = assert_refused(
+        timeline.do(interrupt_by(R2), after=SECOND), before, ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL
+    )
+    assert "another principal" in refusal.message
+
+
+def test_interrupt_of_another_principals_stopping_turn_leaves_its_stop_pausing_the_queue() -> None:
+    timeline, _ = owned(R1)
+    timeline.do(cancel("t1"), after=SECOND)
+    assert timeline.active.stop is not None
+    assert timeline.active.stop.queue is QueueAction.PAUSE
+    before = timeline.state
+    assert_refused(
+        timeline.do(interrupt_by(R2), after=SECOND), before, ErrorReason.TURN_HELD_BY_OTHER_PRINCIPAL
+    )
+
+
+def test_interrupt_of_another_principals_turn_by_one_who_may_stop_others_stops_it() -> None:
+    timeline, _ = owned(R1)
+    reply = timeline.do(interrupt_by(R2, may_stop_others=True), after=SECOND).reply
+    assert isinstance(reply, Queued)
+    assert timeline.active.phase is TurnPhase.STOPPING
+    assert [queued.principal for queued in timeline.state.queue] == [R2]
+
+
+def test_interrupt_of_its_own_principals_turn_needs_no_more() -> None:
+    timeline, _ = owned(R1)
+    reply = timeline.do(interrupt_by(R1), after=SECOND).reply
+    assert isinstance(reply, Queued)
+    assert timeline.active.phase is TurnPhase.STOPPING
+
+
+def test_interrupt_on_an_idle_session_stops_nothing_and_needs_no_more() -> None:
+    timeline = Timeline()
+    reply = timeline.do(interrupt_by(R2)).reply
+    assert isinstance(reply, Admitted)
 
 
 def test_limit_exceeded_active_sessions_per_project_refuses_a_new_turn_at_the_bound() -> None:

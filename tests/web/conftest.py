@@ -1,5 +1,6 @@
 """The e2e fixtures (`server`, `client`) on a server with its HTTP listener on (one allowed CORS
-origin, a trace URL template), shared by the tests of this directory."""
+origin, a trace URL template), shared by the tests of this directory; and the security tests'
+server that requires bearer tokens (`guarded`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from tests.e2e.conftest import client, own_server, server, session  # noqa: F401  (fixtures)
 from tests.e2e.servers import Client, running, settings_for
+from tests.security.conftest import guarded, tokens_file  # noqa: F401  (fixtures)
 from turngate.service.server import TurngateServer
 
 ALLOWED_ORIGIN = "https://app.example.com"

@@ -1,5 +1,6 @@
 """With TLS settings the HTTP listener serves TLS with the same certificate, HTTP/2 offered by
-ALPN, and with mutual TLS it admits only clients holding a certificate of the trusted CA."""
+ALPN, and with mutual TLS it admits only clients holding a certificate of the trusted CA; SIGHUP
+reloads its certificate, key and client CA with the gRPC port's (issue 20, item 3)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.servers import running
+from tests.e2e.servers import running, settings_for
 from tests.security.certs import Issued, make_pki, tls_settings
 
 
@@ -61,3 +62,33 @@ def _probe_http1(port: int, ca: Path, client: Issued | None) -> None:
         wrapped.sendall(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")
         if not wrapped.recv(12):
             raise ConnectionError("closed without an answer")
+
+
+async def test_sighup_reloads_the_http_listeners_certificate_and_client_ca_with_the_grpc_ports(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pki").mkdir()
+    pki = make_pki(tmp_path / "pki")
+    cert, key, client_ca = tmp_path / "server.pem", tmp_path / "server.key", tmp_path / "client-ca.pem"
+    for copy, source in ((cert, pki.server.cert), (key, pki.server.key), (client_ca, pki.ca)):
+        copy.write_bytes(source.read_bytes())
+    settings = settings_for(
+        str(tmp_path), tls_cert=cert, tls_key=key, tls_client_ca=client_ca, http_listen="127.0.0.1:0"
+    )
+    async for server, _ in running(settings):
+        port = server.http_port
+        await asyncio.to_thread(_probe_http1, port, pki.ca, pki.client)
+        # Another certificate, and another client CA: the old client certificate is revoked.
+        for copy, source in (
+            (cert, pki.other_server.cert),
+            (key, pki.other_server.key),
+            (client_ca, pki.other_ca),
+        ):
+            copy.write_bytes(source.read_bytes())
+        server.reload()
+        await asyncio.to_thread(_probe_http1, port, pki.other_ca, pki.other_client)
+        assert await asyncio.to_thread(_negotiated, port, pki.other_ca, pki.other_client) == "h2"
+        with pytest.raises(ssl.SSLCertVerificationError):  # the old certificate is no longer shown
+            await asyncio.to_thread(_probe_http1, port, pki.ca, pki.client)
+        with pytest.raises((ssl.SSLError, ConnectionError)):  # the revoked client certificate
+            await asyncio.to_thread(_probe_http1, port, pki.other_ca, pki.client)

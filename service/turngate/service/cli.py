@@ -74,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="where to serve browsers (Connect, gRPC-Web) and the operator console; unset: off",
     )
+    _http_flags(serve_cmd)
     _security_flags(serve_cmd)
     _environment_only(serve_cmd)
     migrate_cmd = commands.add_parser("migrate", help="create or upgrade the store's schema, then exit")
@@ -162,6 +163,35 @@ def _environment_only(parser: argparse.ArgumentParser) -> None:
             lines += textwrap.wrap(about, width=76, initial_indent="      ", subsequent_indent="      ")
     title = "settings with no flag (environment only, with defaults; README, Running it)"
     parser.add_argument_group(title, "\n".join(lines))
+
+
+def _http_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "HTTP listeners",
+        "--http-listen and --metrics-listen: what a client may hold (docs/security.md, The HTTP edge)",
+    )
+    group.add_argument(
+        "--http-request-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a request's headers (from the connection's opening or last answer), then its body, must "
+        "each arrive within this; an idle connection closes after it",
+    )
+    group.add_argument(
+        "--http-max-connections", type=int, metavar="N", help="HTTP connections open at once, in all"
+    )
+    group.add_argument(
+        "--http-max-connections-per-peer",
+        type=int,
+        metavar="N",
+        help="HTTP connections open at once from one address (a proxy in front is one address)",
+    )
+    group.add_argument(
+        "--http-access-log",
+        action="store_true",
+        default=None,
+        help="log a line per HTTP request (logger turngate.http.access, INFO)",
+    )
 
 
 def _metrics_flag(parser: argparse.ArgumentParser) -> None:
@@ -330,12 +360,12 @@ def _run_one(command: str, settings: Settings, *, worker: int | None = None) -> 
                 logging.getLogger("turngate.cli").info("migrating the SQLite file %s", settings.sqlite_file)
             asyncio.run(migrate(settings.ledger or settings.store))
         else:
-            with setup.configured(settings):
-                asyncio.run(project(settings) if command == "project" else serve(settings))
+            with setup.configured(settings) as prometheus:
+                run = project if command == "project" else serve
+                asyncio.run(run(settings, prometheus))
     except (
         ListenError,
         StoreUnavailable,
-        setup.TelemetryError,
         TokensFileError,
         KeysFileError,
         TlsError,

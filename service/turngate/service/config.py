@@ -155,6 +155,13 @@ class Settings(BaseSettings):
     http_cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
     """HTTP listener: the origins (scheme://host[:port], comma-separated) whose pages may call it;
     none by default (same origin only), never *."""
+    # HTTP listeners (--http-listen and --metrics-listen): what a stranger may hold open
+    # (docs/security.md, The HTTP edge).
+    http_request_timeout: Seconds = Field(10.0, ge=0.5, le=600.0)
+    http_max_connections: int = Field(1024, ge=1, le=1_000_000)
+    http_max_connections_per_peer: int = Field(128, ge=1, le=1_000_000)
+    # One line per HTTP request (logger turngate.http.access, INFO).
+    http_access_log: bool = False
     console_trace_url: str | None = None
     """Operator console: a trace's address, {trace_id} standing for its id (e.g.
     http://jaeger:16686/trace/{trace_id}); unset: trace ids are shown unlinked."""

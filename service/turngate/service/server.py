@@ -4,43 +4,48 @@ the background loops run under a supervisor."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
-import shutil
 import signal
-import tempfile
-from collections.abc import Callable, Sized
+from collections.abc import AsyncIterator, Callable, Sized
 from pathlib import Path
 from typing import TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry
 
 from turngate.service.api import decoding
 from turngate.service.api.admission import AdmissionService
 from turngate.service.api.control import ControlService
-from turngate.service.api.edge import Edge, Gatekeeper
+from turngate.service.api.edge import Edge
 from turngate.service.api.policy import Policy
 from turngate.service.api.quota import WatchQuota
 from turngate.service.api.sessions import SessionService
 from turngate.service.auth.files import SecretsFileError
+from turngate.service.auth.gatekeeper import Gatekeeper
 from turngate.service.auth.principals import load_tokens
 from turngate.service.auth.session_tokens import load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, ledger_url, open_backend, project_when_migrated, projector_for
-from turngate.service.config import Settings
+from turngate.service.config import Settings, host_and_port
 from turngate.service.health import LIVENESS, STORE, Health, follow_store
 from turngate.service.schema import LEDGER, LedgerSchema
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.supervise import Supervisor
 from turngate.service.telemetry import instrument
+from turngate.service.telemetry.listener import app as metrics_app
 from turngate.service.telemetry.metrics import Sources
 from turngate.service.watch import WatchHub
 from turngate.service.watchdog import Watchdog
 from turngate.service.web.app import application
+from turngate.service.web.connections import ConnectionGate, ConnectionLimits
+from turngate.service.web.hosts import LOOPBACK_NAMES
 from turngate.service.web.listener import HttpListener
+from turngate.service.web.private_socket import PrivateSocket
 from turngate.v1 import turngate_pb2 as pb
 
 log = logging.getLogger("turngate.server")
@@ -48,6 +53,8 @@ SERVICE_NAMES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by
 _HEALTH_INTERVAL = 1.0
 # gc.set_threshold for a serving process (see _tune_garbage_collector); Python's default is 700, 10, 10.
 GC_THRESHOLD = (10_000, 10, 10)
+# The metrics listener's connections: Prometheus and a few probes need a handful.
+METRICS_LIMITS = ConnectionLimits(total=64, per_peer=16)
 
 
 class ListenError(Exception):
@@ -73,7 +80,7 @@ class TurngateServer:
         self._grpc: grpc.aio.Server | None = None
         self._http: HttpListener | None = None
         self._bridge: grpc.aio.Channel | None = None
-        self._bridge_dir: Path | None = None
+        self._bridge_socket: PrivateSocket | None = None
         self.http_port = 0
 
     @property
@@ -162,25 +169,34 @@ class TurngateServer:
     def _bridge_port(self, server: grpc.aio.Server) -> str:
         """The private gRPC port the HTTP listener forwards to: a Unix socket in a directory only
         this user may enter, so nothing else on the host reaches the server past its TLS."""
-        self._bridge_dir = Path(tempfile.mkdtemp(prefix="turngate-"))
-        target = f"unix:{self._bridge_dir / 'grpc.sock'}"
-        server.add_insecure_port(target)
-        return target
+        self._bridge_socket = PrivateSocket()
+        server.add_insecure_port(self._bridge_socket.target)
+        return self._bridge_socket.target
 
     async def _start_http(self, bridge_target: str) -> None:
         settings = self.settings
+        assert settings.http_listen is not None
         # Replies (a turn's history) may exceed the request limit; the gRPC server bounds requests.
         self._bridge = grpc.aio.insecure_channel(
             bridge_target, options=[("grpc.max_receive_message_length", -1)]
         )
+        app = application(
+            self._bridge,
+            self._gatekeeper,
+            max_message_bytes=settings.max_message_bytes,
+            request_timeout=settings.http_request_timeout,
+            cors_origins=settings.http_cors_origins,
+            trace_url=settings.console_trace_url,
+            host_names=None if settings.auth_file else _served_names(settings.http_listen),
+        )
+        limits = ConnectionLimits(settings.http_max_connections, settings.http_max_connections_per_peer)
         self._http = HttpListener(
+            settings.http_listen,
+            app,
             settings,
-            application(
-                self._bridge,
-                max_message_bytes=settings.max_message_bytes,
-                cors_origins=settings.http_cors_origins,
-                trace_url=settings.console_trace_url,
-            ),
+            ConnectionGate(limits),
+            tls=None if self._certificates is None else self._certificates.http_context(),
+            access=settings.http_access_log,
         )
         try:
             self._http.start()
@@ -192,8 +208,8 @@ class TurngateServer:
     def reload(self) -> None:
         """Reads the tokens file, the session token keys and the TLS files again (SIGHUP). Calls
         already admitted and open connections go on; new calls meet the new tokens and keys, new
-        connections the new certificates. A file that no longer reads or validates leaves the
-        current ones in force."""
+        connections on either listener the new certificates. A file that no longer reads or
+        validates leaves the current ones in force."""
         if (tokens := _reloaded(self.settings.auth_file, load_tokens, "tokens")) is not None:
             self._gatekeeper.tokens = tokens
         if (keys := _reloaded(self.settings.session_token_keys, load_keys, "session token keys")) is not None:
@@ -233,9 +249,9 @@ class TurngateServer:
     async def _stop_grpc(self) -> None:
         if self._grpc is not None:
             await self._grpc.stop(self.settings.shutdown_grace)
-        if self._bridge_dir is not None:
-            shutil.rmtree(self._bridge_dir, ignore_errors=True)
-            self._bridge_dir = None
+        if self._bridge_socket is not None:
+            self._bridge_socket.remove()
+            self._bridge_socket = None
 
     async def __aenter__(self) -> TurngateServer:
         await self.start()
@@ -243,6 +259,32 @@ class TurngateServer:
 
     async def __aexit__(self, *_: object) -> None:
         await self.stop()
+
+
+def _served_names(listen: str) -> frozenset[str]:
+    """The host names an HTTP listener with authentication off answers to besides loopback's:
+    its listen address's host, unless that is every address."""
+    host = host_and_port(listen)[0]
+    return frozenset() if host in ("0.0.0.0", "::") else frozenset({host}) - LOOPBACK_NAMES
+
+
+@contextlib.asynccontextmanager
+async def metrics_served(settings: Settings, registry: CollectorRegistry | None) -> AsyncIterator[None]:
+    """`registry` as Prometheus text, with the probes, on `metrics_listen` for the block."""
+    if settings.metrics_listen is None or registry is None:
+        yield
+        return
+    listener = HttpListener(
+        settings.metrics_listen, metrics_app(registry), settings, ConnectionGate(METRICS_LIMITS)
+    )
+    try:
+        listener.start()
+    except OSError as error:
+        raise ListenError(f"cannot serve metrics on {settings.metrics_listen}: {error.strerror}") from error
+    try:
+        yield
+    finally:
+        await listener.stop()
 
 
 Loaded = TypeVar("Loaded", bound=Sized)
@@ -310,9 +352,15 @@ def _first_signal() -> asyncio.Future[signal.Signals]:
     return received
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings, prometheus: CollectorRegistry | None = None) -> None:
     """Runs one replica until SIGTERM or SIGINT, then drains it (`TurngateServer.stop`); SIGHUP
-    reloads the tokens file and the session token keys."""
+    reloads the tokens file, the session token keys and the TLS files. With `metrics_listen`,
+    serves `prometheus` there from the start to the end."""
+    async with metrics_served(settings, prometheus):
+        await _serve(settings)
+
+
+async def _serve(settings: Settings) -> None:
     if settings.insecure and settings.auth_file is None and settings.listens_beyond_loopback:
         log.warning(
             "INSECURE: listening on %s with no --auth-file: anyone who can connect may run and stop turns",
@@ -358,9 +406,15 @@ def _tune_garbage_collector() -> None:
     gc.set_threshold(*GC_THRESHOLD)
 
 
-async def project(settings: Settings) -> None:
+async def project(settings: Settings, prometheus: CollectorRegistry | None = None) -> None:
     """Runs only the ledger projector (redis mode) until SIGTERM or SIGINT, once the ledger has this
-    release's schema (migrated here unless told not to)."""
+    release's schema (migrated here unless told not to). With `metrics_listen`, serves
+    `prometheus` there."""
+    async with metrics_served(settings, prometheus):
+        await _project(settings)
+
+
+async def _project(settings: Settings) -> None:
     signalled = _first_signal()
     engine = make_engine(ledger_url(settings))
     projector = projector_for(settings, engine)

@@ -11,6 +11,7 @@ from turngate.service.api.errors import guarded
 from turngate.service.api.fields import traceparent
 from turngate.service.api.policy import Policy
 from turngate.service.api.replies import Context, decided
+from turngate.service.auth import access
 from turngate.service.core import SessionKey
 from turngate.service.ports.store import Store
 from turngate.v1 import turngate_pb2 as pb
@@ -25,7 +26,14 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
     @guarded
     async def AdmitTurn(self, request: pb.AdmitTurnRequest, context: Context) -> pb.AdmitTurnResponse:
         metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
-        key, command = parse.admit(request, self._policy, traceparent(metadata), current_principal.get().name)
+        caller = current_principal.get()
+        key, command = parse.admit(
+            request,
+            self._policy,
+            traceparent(metadata),
+            caller.name,
+            may_stop_others=access.may_stop_others(caller),
+        )
         if command.max_active_in_project:
             command = replace(command, active_in_project=await self._active_in_project(key, command))
         expected = (core.Admitted, core.Queued)

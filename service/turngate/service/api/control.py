@@ -63,4 +63,4 @@ class ControlService(pb_grpc.ControlServiceServicer):
                     "session tokens are off: this service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS)"
                 ),
             )
-        return convert.session_token(keys.mint(current_principal.get().name, order.reach, order.ttl))
+        return convert.session_token(keys.mint(current_principal.get(), order.reach, order.ttl))

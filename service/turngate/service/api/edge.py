@@ -2,7 +2,9 @@
 principal, else UNAUTHENTICATED), the role the RPC needs or a session token's scope (else
 PERMISSION_DENIED), a decodable request (else INVALID_ARGUMENT), the project the request names or
 a session token's session (else PERMISSION_DENIED), and a default deadline for unary calls whose
-caller set none. Nothing is read or changed before all of them pass."""
+caller set none. Nothing is read or changed before all of them pass. The first two need only the
+call's headers (`Gatekeeper.admit`): the HTTP listener asks the same before it reads a body
+(web/gate.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,15 @@ from collections.abc import AsyncGenerator
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
+import grpc
 from google.protobuf.message import Message
 
 from turngate.service.api import errors
 from turngate.service.api.decoding import Undecodable
 from turngate.service.auth import access
-from turngate.service.auth.principals import ANONYMOUS, Principal, Tokens
-from turngate.service.auth.session_tokens import Refused, SessionTokenKeys
+from turngate.service.auth.gatekeeper import Denial, Gatekeeper
+from turngate.service.auth.principals import ANONYMOUS, Principal
+from turngate.service.peers import caller
 from turngate.service.wrapping import Context, Streaming, Unary, WrappingInterceptor
 
 log = logging.getLogger("turngate.auth")
@@ -29,49 +33,6 @@ log = logging.getLogger("turngate.auth")
 # The caller of the RPC being served. Each RPC is served in its own task, whose context this
 # is set in, so it never leaks into another RPC.
 current_principal: ContextVar[Principal] = ContextVar("turngate_principal", default=ANONYMOUS)
-
-_BEARER = "bearer "
-_MAX_TOKEN = 4096
-
-
-class Gatekeeper:
-    """Whom tokens name; `tokens` None means authentication is off (every caller is ANONYMOUS).
-    A bearer token the tokens file does not list may be a session token, checked with
-    `session_keys` (None: session tokens are off). Each is replaced whole on reload, so a call
-    sees either the old one or the new one."""
-
-    def __init__(self, tokens: Tokens | None, session_keys: SessionTokenKeys | None = None) -> None:
-        self.tokens = tokens
-        self.session_keys = session_keys
-
-    def authenticate(self, context: Context) -> Principal | None:
-        tokens = self.tokens
-        if tokens is None:
-            return ANONYMOUS
-        values = [value for key, value in context.invocation_metadata() or () if key == "authorization"]
-        if len(values) != 1 or not isinstance(values[0], str):
-            return None
-        header = values[0]
-        if len(header) > _MAX_TOKEN or header[: len(_BEARER)].lower() != _BEARER:
-            return None
-        token = header[len(_BEARER) :].strip(" \t")
-        return tokens.identify(token) or self._session_principal(token, tokens)
-
-    def _session_principal(self, token: str, tokens: Tokens) -> Principal | None:
-        keys = self.session_keys
-        if keys is None or token.count(".") != 2:
-            return None
-        try:
-            minter, principal = keys.verify(token)
-        except Refused as error:
-            log.info("session token refused: %s", error)
-            return None
-        assert principal.reach is not None
-        # Revoking a gateway (the tokens file, reloaded) revokes the session tokens it minted.
-        if not any(access.may_mint(entry, principal.reach.project_id) for entry in tokens.named(minter)):
-            log.info("session token refused: its minter %r may no longer mint for its project", minter)
-            return None
-        return principal
 
 
 class Edge(WrappingInterceptor):
@@ -110,14 +71,13 @@ class Edge(WrappingInterceptor):
         return admitted
 
     async def _admit(self, method: str, request: Message | Undecodable, context: Context) -> Principal:
-        principal = self._gatekeeper.authenticate(context)
-        if principal is None:
-            log.warning("refused %s: missing or unknown bearer token from %s", method, context.peer())
-            await errors.abort(
-                context, errors.unauthenticated("a valid bearer token is required (authorization metadata)")
-            )
-        if denial := access.role_denial(principal, method):
-            await _deny(method, denial, context)
+        metadata = context.invocation_metadata() or ()
+        authorization = [value for key, value in metadata if key == "authorization"]
+        principal = self._gatekeeper.admit(method, authorization, caller(context.peer(), metadata))
+        if isinstance(principal, Denial):
+            denied = principal.code is grpc.StatusCode.PERMISSION_DENIED
+            refusal = errors.permission_denied if denied else errors.unauthenticated
+            await errors.abort(context, refusal(principal.message))
         if isinstance(request, Undecodable):
             await errors.abort(context, errors.undecodable(request.message))
         if denial := access.project_denial(principal, request):

@@ -22,7 +22,7 @@ _QUEUE_ACTIONS = {0: core.QueueAction.PAUSE, **choices(*core.QueueAction)}
 
 
 def admit(
-    request: pb.AdmitTurnRequest, policy: Policy, trace: str, principal: str
+    request: pb.AdmitTurnRequest, policy: Policy, trace: str, principal: str, *, may_stop_others: bool
 ) -> tuple[SessionKey, core.Admit]:
     check = Checker()
     key = check.session("session", request.HasField("session"), request.session)
@@ -53,6 +53,7 @@ def admit(
         max_queue_wait=wait or policy.queue_wait,
         max_queue_depth=policy.max_queue_depth,
         stop_grace=policy.stop_grace,
+        may_stop_others=may_stop_others,
     )
 
 

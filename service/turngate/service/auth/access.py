@@ -35,6 +35,7 @@ ROLES: Mapping[str, frozenset[Role]] = MappingProxyType(
 _ADMIN_ONLY = frozenset({Role.ADMIN})
 
 MINT = "/turngate.v1.ControlService/MintSessionToken"
+CANCEL = "/turngate.v1.ControlService/CancelTurn"
 
 # All a session token may call (on its one session), and the scope each call needs.
 SCOPES: Mapping[str, Scope] = MappingProxyType(
@@ -98,6 +99,13 @@ def _session_denial(reach: Reach, request: Message) -> str | None:
     ):
         return None
     return "this session token does not reach the session this request names"
+
+
+def may_stop_others(principal: Principal) -> bool:
+    """Whether `principal` may stop a turn another principal holds: whoever may send a Stop
+    (CancelTurn). AdmitTurn(INTERRUPT) stops the active turn, so it asks the same of its caller
+    when that turn is another's (the core decides whose turn it is: `_interrupt`)."""
+    return role_denial(principal, CANCEL) is None
 
 
 def may_mint(principal: Principal, project_id: str) -> bool:

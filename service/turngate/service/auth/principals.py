@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
@@ -64,6 +64,9 @@ class Principal:
     reach: Reach | None = None
     # When its credential stops being valid (seconds since the epoch), for those that expire.
     expires_at: float | None = None
+    # The tokens-file entry that named it (`entry_id`): a session token it mints lives only as
+    # long as that entry. Not part of its identity: each of a principal's tokens names the same one.
+    entry: str = field(default="", compare=False)
 
     def may_act_on(self, project_id: str) -> bool:
         return self.projects is None or project_id in self.projects
@@ -92,7 +95,10 @@ class Entry(BaseModel):
     def principal(self) -> Principal:
         projects = [self.projects] if isinstance(self.projects, str) else self.projects
         every = ALL_PROJECTS in projects
-        return Principal(self.name, frozenset(self.roles), None if every else frozenset(projects))
+        entry = entry_id(bytes.fromhex(self.token_sha256))
+        return Principal(
+            self.name, frozenset(self.roles), None if every else frozenset(projects), entry=entry
+        )
 
 
 class _File(BaseModel):
@@ -105,11 +111,18 @@ def token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
+def entry_id(digest: bytes) -> str:
+    """The id of the tokens-file entry whose token has `digest`: derived from the digest, so that
+    a session token may name its minting entry without carrying what the file holds."""
+    return hashlib.sha256(b"turngate tokens-file entry\x00" + digest).hexdigest()[:32]
+
+
 class Tokens:
     """The known tokens' digests and whom each names."""
 
     def __init__(self, entries: Iterable[tuple[bytes, Principal]]) -> None:
         self._entries = tuple(entries)
+        self._by_entry = {principal.entry: principal for _, principal in self._entries}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -124,9 +137,9 @@ class Tokens:
                 found = principal
         return found
 
-    def named(self, name: str) -> list[Principal]:
-        """The entries naming principal `name` (several while its token is rotated)."""
-        return [principal for _, principal in self._entries if principal.name == name]
+    def entry(self, entry: str) -> Principal | None:
+        """The principal of the entry whose id is `entry` (`entry_id`), if it is still listed."""
+        return self._by_entry.get(entry)
 
 
 def load_tokens(path: Path) -> Tokens:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import jwt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
 
 from turngate.service.auth.files import SecretsFileError, describe_invalid, read_validated
 from turngate.service.auth.principals import Principal, Reach, Scope
@@ -43,6 +43,8 @@ LEEWAY = 5
 MIN_SECRET_BYTES = 32
 _REQUIRED = ["iss", "aud", "sub", "iat", "nbf", "exp", "jti"]
 _Id = Annotated[str, Field(pattern=f"^{limits.ID_PATTERN}$")]
+# A JWT NumericDate is a JSON number (RFC 7519 §2); PyJWT would also take a string of digits.
+_NumericDate = StrictInt | StrictFloat
 
 
 class KeysFileError(SecretsFileError):
@@ -58,6 +60,14 @@ class Refused(Exception):
 class SigningKey:
     id: str
     secret: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Minter:
+    """Who minted a session token: the principal's name and its tokens-file entry (`entry_id`)."""
+
+    name: str
+    entry: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +110,14 @@ class _Claims(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     sub: str
+    minter: str
     jti: str
     project: _Id
     session: _Id
     scope: str
-    iat: int
-    exp: int
+    iat: _NumericDate
+    nbf: _NumericDate
+    exp: _NumericDate
 
 
 class SessionTokenKeys:
@@ -119,14 +131,16 @@ class SessionTokenKeys:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def mint(self, subject: str, reach: Reach, ttl: int, now: float | None = None) -> Minted:
-        """A token for `reach`, valid `ttl` µs from `now` (seconds since the epoch)."""
+    def mint(self, minter: Principal, reach: Reach, ttl: int, now: float | None = None) -> Minted:
+        """A token `minter` (a principal of the tokens file) gives for `reach`, valid `ttl` µs
+        from `now` (seconds since the epoch)."""
         issued = int(time.time() if now is None else now)
         expires = issued + ttl // limits.SECOND
         claims = {
             "iss": ISSUER,
             "aud": AUDIENCE,
-            "sub": subject,
+            "sub": minter.name,
+            "minter": minter.entry,
             "iat": issued,
             "nbf": issued,
             "exp": expires,
@@ -139,9 +153,9 @@ class SessionTokenKeys:
         token = jwt.encode(claims, key.secret, algorithm=ALGORITHM, headers={"kid": key.id})
         return Minted(token, datetime.fromtimestamp(expires, UTC), reach.scopes)
 
-    def verify(self, token: str) -> tuple[str, Principal]:
-        """The minting principal's name and the principal `token` makes its bearer; raises
-        Refused when the token is not one of ours, in force, for turngate."""
+    def verify(self, token: str) -> tuple[Minter, Principal]:
+        """Who minted `token` and the principal it makes its bearer; raises Refused when the
+        token is not one of ours, in force, for turngate."""
         try:
             kid = jwt.get_unverified_header(token).get("kid")
         except jwt.PyJWTError:
@@ -171,7 +185,8 @@ class SessionTokenKeys:
             raise Refused("lives longer than a session token may")
         reach = Reach(claims.project, claims.session, frozenset(Scope(scope) for scope in scopes))
         name = f"{claims.sub}:session:{claims.jti}"
-        return claims.sub, Principal(name, frozenset(), frozenset({claims.project}), reach, claims.exp)
+        bearer = Principal(name, frozenset(), frozenset({claims.project}), reach, claims.exp)
+        return Minter(claims.sub, claims.minter), bearer
 
 
 def load_keys(path: Path) -> SessionTokenKeys:

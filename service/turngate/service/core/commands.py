@@ -18,7 +18,9 @@ class Admit:
     `mode` says what happens while another turn holds the session (§7): REJECT refuses, ENQUEUE
     waits in the queue for at most `max_queue_wait` µs, INTERRUPT stops the active turn (guarded by
     `expected_active_turn_id` when set; the stop has `stop_grace`) and waits at the queue's head.
-    `max_queue_depth` is the configured bound on the queue."""
+    `max_queue_depth` is the configured bound on the queue. `may_stop_others` says whether the
+    caller may stop a turn another principal holds (its role allows Stop: auth/access.py); without
+    it, an INTERRUPT may stop only a turn of its own principal."""
 
     turn_id: str
     runner_id: str
@@ -32,6 +34,7 @@ class Admit:
     max_queue_wait: int = limits.DEFAULT_MAX_QUEUE_WAIT
     max_queue_depth: int = limits.DEFAULT_MAX_QUEUE_DEPTH
     stop_grace: int = limits.DEFAULT_STOP_GRACE
+    may_stop_others: bool = False
 
 
 @dataclass(frozen=True, slots=True)

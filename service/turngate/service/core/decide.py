@@ -11,7 +11,7 @@ The admission modes and the queue (§7): Q1 FIFO and Q4 bounded: `_admit`/`_enqu
 in the same write: `_promote_if_idle`, run at the end of every decision; Q3 pause:
 `_pause_if_asked` (in `_settle`), `_resume_queue`, `_clear_if_asked`, `_clear_queue`,
 `_unpaused_if_empty`; Q4 expiry: `_expire_queued`; Q5 idempotent: `_admit`; Q6 guarded Stop:
-`_stop`; Q7 guarded interrupt: `_interrupt`.
+`_stop`; Q7 guarded interrupt, and only of a turn the caller may stop: `_interrupt`.
 """
 
 from __future__ import annotations
@@ -425,6 +425,9 @@ def _interrupt(draft: _Draft, cmd: Admit) -> Reply:
         return _refusal_about(active, ErrorReason.ACTIVE_TURN_MISMATCH, message, now)
     if active is None:  # idle: it runs now, even ahead of a paused queue
         return _start(draft, cmd)
+    # Stopping another principal's turn is a Stop: only a caller whose role may stop (docs/security.md).
+    if not cmd.may_stop_others and (foreign := _foreign(active, cmd.principal)):
+        return foreign
     if len(state.queue) >= cmd.max_queue_depth:
         return _queue_full(state, cmd.max_queue_depth, now)
     if active.stop is None:

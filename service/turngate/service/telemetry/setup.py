@@ -4,9 +4,9 @@
 * Traces go by OTLP over gRPC when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
   `OTEL_EXPORTER_OTLP_ENDPOINT` is set, unless `OTEL_TRACES_EXPORTER=none`; metrics likewise
   (`…_METRICS_ENDPOINT`, `OTEL_METRICS_EXPORTER`), every `OTEL_METRIC_EXPORT_INTERVAL`.
-* With `metrics_listen`, metrics are also served as Prometheus text at http://HOST:PORT/metrics,
-  with the process's CPU, memory, open files and start time (prometheus_client's
-  ProcessCollector), and the listener answers `/healthz` and `/readyz` (`listener`).
+* With `metrics_listen`, metrics are also kept for Prometheus, with the process's CPU, memory,
+  open files and start time (prometheus_client's ProcessCollector): the server serves them at
+  http://HOST:PORT/metrics, with `/healthz` and `/readyz` (`listener`).
 
 Without any of these no provider is installed: the OpenTelemetry API stays a no-op and turngate
 starts no span at all. The exporters, the batch span processor and the sampler read their own
@@ -37,16 +37,11 @@ from opentelemetry.semconv.attributes.service_attributes import SERVICE_VERSION
 from prometheus_client import CollectorRegistry, ProcessCollector
 
 from turngate.client._version import __version__
-from turngate.service.config import Settings, host_and_port
-from turngate.service.telemetry.listener import Listener
+from turngate.service.config import Settings
 
 log = logging.getLogger("turngate.telemetry")
 DEFAULT_SERVICE_NAME = "turngate"
 _SUPPORTED_EXPORTERS = {"otlp", "none"}
-
-
-class TelemetryError(Exception):
-    """The metrics address could not be bound."""
 
 
 @dataclass
@@ -92,36 +87,19 @@ def exporting(settings: Settings) -> Exporting:
 
 
 @contextmanager
-def configured(settings: Settings) -> Iterator[None]:
-    """Installs what `exporting` chooses as the process's providers, and serves Prometheus text,
-    for the block; exports what is left at its end."""
+def configured(settings: Settings) -> Iterator[CollectorRegistry | None]:
+    """Installs what `exporting` chooses as the process's providers for the block, which gets the
+    registry to serve as Prometheus text (None without `metrics_listen`); exports what is left
+    at its end."""
     chosen = exporting(settings)
     try:
-        with _serving(settings.metrics_listen, chosen.prometheus):
-            if chosen.tracer_provider is not None:
-                trace.set_tracer_provider(chosen.tracer_provider)
-            if chosen.meter_provider is not None:
-                metrics.set_meter_provider(chosen.meter_provider)
-            yield
+        if chosen.tracer_provider is not None:
+            trace.set_tracer_provider(chosen.tracer_provider)
+        if chosen.meter_provider is not None:
+            metrics.set_meter_provider(chosen.meter_provider)
+        yield chosen.prometheus
     finally:
         chosen.shutdown()
-
-
-@contextmanager
-def _serving(address: str | None, registry: CollectorRegistry | None) -> Iterator[None]:
-    """`registry` as Prometheus text at http://`address`/metrics, with the probes, for the block."""
-    if address is None or registry is None:
-        yield
-        return
-    host, port = host_and_port(address)
-    try:
-        listener = Listener(host, port, registry)
-    except OSError as error:
-        raise TelemetryError(f"cannot serve metrics on {address}: {error}") from error
-    try:
-        yield
-    finally:
-        listener.close()
 
 
 def _otlp(signal: str) -> bool:

@@ -29,6 +29,8 @@ from opentelemetry.semconv.attributes.user_agent_attributes import USER_AGENT_OR
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
+from turngate.service.peers import caller
+
 
 def span_name(method: str) -> str:
     """`/turngate.v1.AdmissionService/AdmitTurn` → `turngate.v1.AdmissionService/AdmitTurn`."""
@@ -76,10 +78,12 @@ class ServerInterceptor(OpenTelemetryAioServerInterceptor):
         set_status_on_exception: bool = False,
     ) -> AbstractContextManager[Span]:
         method: str = handler_call_details.method or ""
+        metadata = context.invocation_metadata() or ()
         started: AbstractContextManager[Span] = self._tracer.start_as_current_span(
             name=span_name(method),
             kind=trace.SpanKind.SERVER,
-            attributes=server_attributes(method, dict(context.invocation_metadata() or ()), context.peer()),
+            # A call the HTTP listener forwarded is the browser's, not the private socket's.
+            attributes=server_attributes(method, dict(metadata), caller(context.peer(), metadata)),
             set_status_on_exception=set_status_on_exception,
         )
         return started

@@ -1,13 +1,17 @@
 """The HTTP listener's application: the contract's RPCs under `/turngate.v1.*` (bridge.py), the
-operator console's files at `/` and `/console/`, and CORS for the origins the settings allow."""
+operator console's files at `/` and `/console/`, and CORS for the origins the settings allow.
+In front of them the checks a stranger meets before anything reads a request: loopback host
+names when authentication is off (hosts.py), well-formed headers and one body framing
+(headers.py); then, for an RPC, the gate (gate.py) before its body, which must arrive in time
+(deadline.py) and decode (codecs.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import grpc
-from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
+from connectrpc.compression.gzip import GzipCompression
 from connectrpc.server import ConnectASGIApplication
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
@@ -17,8 +21,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from turngate.service.auth.gatekeeper import Gatekeeper
 from turngate.service.web import bridge
 from turngate.service.web.bridge import FORWARDED_HEADERS
+from turngate.service.web.codecs import CODECS
+from turngate.service.web.deadline import BodyDeadline
+from turngate.service.web.gate import Gate
+from turngate.service.web.headers import HeaderCheck
+from turngate.service.web.hosts import LoopbackHosts
 
 CONSOLE = Path(__file__).with_name("console")
 RPC_PREFIX = "/turngate.v1."
@@ -37,6 +47,8 @@ ALLOWED_HEADERS = (
     *FORWARDED_HEADERS,
 )
 EXPOSED_HEADERS = ("grpc-status", "grpc-message", "grpc-status-details-bin", "content-encoding")
+COMPRESSIONS = (GzipCompression(),)
+ENCODINGS = ("identity", *(compression.name() for compression in COMPRESSIONS))
 # The console loads only its own files and talks only to this origin; nothing runners wrote can
 # run as script even if it slipped past escaping.
 CONSOLE_HEADERS = (
@@ -56,19 +68,28 @@ class _Rpcs(ConnectASGIApplication[grpc.aio.Channel]):
 
 def application(
     channel: grpc.aio.Channel,
+    gatekeeper: Gatekeeper,
     *,
     max_message_bytes: int,
+    request_timeout: float,
     cors_origins: Sequence[str],
     trace_url: str | None,
+    host_names: Collection[str] | None,
 ) -> ASGIApp:
-    """The listener's ASGI application; `channel` reaches this process's gRPC server."""
-    rpcs = _Rpcs(
-        service=channel,
-        endpoints=bridge.endpoints,
-        # The same wire limit as gRPC's for binary; JSON spells the same message in more bytes.
-        read_max_bytes=4 * max_message_bytes,
-        # A misspelt field is refused (INVALID_ARGUMENT), not silently dropped.
-        codecs=[google_protobuf_binary_codec(), google_protobuf_json_codec(ignore_unknown_fields=False)],
+    """The listener's ASGI application; `channel` reaches this process's gRPC server, whose
+    `gatekeeper` the RPCs meet first. `host_names`: None when any Host is served (authentication
+    is on), else the names served besides loopback's."""
+    rpcs = BodyDeadline(
+        _Rpcs(
+            service=channel,
+            endpoints=bridge.endpoints,
+            interceptors=[Gate(gatekeeper, named=(*ALLOWED_HEADERS, "content-encoding", "grpc-encoding"))],
+            # The same wire limit as gRPC's for binary; JSON spells the same message in more bytes.
+            read_max_bytes=4 * max_message_bytes,
+            compressions=COMPRESSIONS,
+            codecs=CODECS,
+        ),
+        request_timeout,
     )
     console = _WithHeaders(_console(trace_url), CONSOLE_HEADERS)
 
@@ -76,16 +97,18 @@ def application(
         inner = rpcs if scope["type"] == "http" and scope["path"].startswith(RPC_PREFIX) else console
         await inner(scope, receive, send)
 
-    if not cors_origins:
-        return route
-    return CORSMiddleware(
-        route,
-        allow_origins=list(cors_origins),
-        allow_methods=["GET", "POST"],
-        allow_headers=list(ALLOWED_HEADERS),
-        expose_headers=list(EXPOSED_HEADERS),
-        max_age=7200,
-    )
+    served: ASGIApp = route
+    if cors_origins:
+        served = CORSMiddleware(
+            route,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=list(ALLOWED_HEADERS),
+            expose_headers=list(EXPOSED_HEADERS),
+            max_age=7200,
+        )
+    served = HeaderCheck(served, forwarded=FORWARDED_HEADERS, encodings=ENCODINGS)
+    return served if host_names is None else LoopbackHosts(served, host_names)
 
 
 def _console(trace_url: str | None) -> ASGIApp:

@@ -21,6 +21,7 @@ from google.protobuf.message_factory import GetMessageClass
 from google.rpc import status_pb2
 from protobuf.wkt import Any as DetailAny
 
+from turngate.service.peers import FORWARDED_FOR, grpc_peer
 from turngate.v1 import turngate_pb2 as pb
 
 # The request headers that travel on as gRPC metadata: the caller's credentials and trace context.
@@ -95,7 +96,10 @@ def _streaming(
 
 def _metadata(context: Context) -> list[tuple[str, str]]:
     headers = context.request_headers
-    return [(name, value) for name in FORWARDED_HEADERS for value in headers.getall(name)]
+    forwarded = [(name, value) for name in FORWARDED_HEADERS for value in headers.getall(name)]
+    client = context.client_address
+    # The gRPC side sees the private socket as the peer: it is told whose call this is.
+    return forwarded if client is None else [*forwarded, (FORWARDED_FOR, grpc_peer(client))]
 
 
 def _timeout(context: Context) -> float | None:
