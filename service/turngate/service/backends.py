@@ -13,6 +13,7 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -23,7 +24,7 @@ from turngate.service.ledger.reads import Ledger
 from turngate.service.ports.feed import Feed
 from turngate.service.redis_url import RedisUrl
 from turngate.service.schema import LedgerSchema
-from turngate.service.sql.engine import make_engine
+from turngate.service.sql.engine import dispose, make_engine
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.store.redis.connection import connect
@@ -89,7 +90,7 @@ async def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Bac
         LiveHistory(Ledger(engine), store),
         feed=feed,
         loops={"schema": schema.run, "watch_feed": feed.run},
-        closers=[store.close, feed.close, engine.dispose],
+        closers=[store.close, feed.close, partial(dispose, engine)],
     )
     if settings.projector:
         backend.projector = projector = projector_for(settings, engine)

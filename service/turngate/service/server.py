@@ -33,7 +33,7 @@ from turngate.service.backends import Backend, ledger_url, open_backend, project
 from turngate.service.config import Settings, host_and_port
 from turngate.service.health import LIVENESS, STORE, Health, follow_store
 from turngate.service.schema import LEDGER, LedgerSchema
-from turngate.service.sql.engine import make_engine
+from turngate.service.sql.engine import dispose, make_engine
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.supervise import Supervisor
 from turngate.service.telemetry import instrument
@@ -440,4 +440,4 @@ async def _project(settings: Settings) -> None:
     finally:
         await supervisor.stop()
         await projector.close()
-        await engine.dispose()
+        await dispose(engine)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import event
@@ -17,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
 
 SqliteSynchronous = Literal["NORMAL", "FULL"]
+_T = TypeVar("_T")
 
 DEFAULT_URL = "sqlite+aiosqlite:///./turngate.db"
 # A waiting SQLite writer retries for this long before the store reports itself unavailable.
@@ -65,6 +67,28 @@ def make_engine(url: str | URL, *, sqlite_synchronous: SqliteSynchronous = "NORM
         _configure_sqlite(dbapi_connection, sqlite_synchronous)
 
     return engine
+
+
+async def to_the_end(work: Coroutine[Any, Any, _T]) -> _T:
+    """Runs `work` (closing connections) to its end even when the caller is cancelled meanwhile,
+    as a stopping server cancels its loops, and again while any is left: a close cut short logs an
+    ERROR and leaves the connection's thread (aiosqlite) or socket behind. A cancellation that
+    arrived meanwhile is raised once `work` has ended."""
+    running = asyncio.ensure_future(work)
+    cancelled = False
+    while not running.done():
+        try:
+            await asyncio.shield(running)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return running.result()
+
+
+async def dispose(engine: AsyncEngine) -> None:
+    """Closes every connection of `engine`, to the end (`to_the_end`)."""
+    await to_the_end(engine.dispose())
 
 
 def _configure_sqlite(dbapi_connection: Any, synchronous: SqliteSynchronous) -> None:

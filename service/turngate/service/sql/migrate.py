@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from turngate.service.sql.engine import make_engine, unavailable_on_failure
+from turngate.service.sql.engine import dispose, make_engine, unavailable_on_failure
 
 # The PostgreSQL advisory lock that serializes migrations ("turngate" in ASCII).
 _MIGRATION_LOCK = 0x7475726E67617465
@@ -45,7 +45,7 @@ async def migrate(url: str) -> None:
             async with engine.begin() as conn:
                 await conn.run_sync(_upgrade)
     finally:
-        await engine.dispose()
+        await dispose(engine)
 
 
 def _begin_immediate(engine: AsyncEngine) -> None:
@@ -79,7 +79,7 @@ async def is_migrated(url: str) -> bool:
             async with engine.connect() as conn:
                 current = await conn.run_sync(_current_revisions)
     finally:
-        await engine.dispose()
+        await dispose(engine)
     script = ScriptDirectory.from_config(alembic_config())
     known = {revision.revision for revision in script.walk_revisions()}
     return bool(current) and (set(current) == set(script.get_heads()) or not set(current) <= known)

@@ -22,6 +22,7 @@ from turngate.service.sql.engine import (
     SqliteSynchronous,
     make_engine,
     sqlite_file_connector,
+    to_the_end,
     unavailable_on_failure,
 )
 from turngate.service.sql.tables import dialect_insert, session_events, sessions
@@ -305,7 +306,11 @@ class SqlStore(CompareAndSetStore):
                 await autocommit.execute(_PROBE, _key(_PROBE_KEY))
 
     async def close(self) -> None:
-        """Commits what the writer has queued, then closes every connection."""
+        """Commits what the writer has queued, then closes every connection, to the end even if
+        cancelled meanwhile."""
+        await to_the_end(self._close())
+
+    async def _close(self) -> None:
         if self.writer is not None:
             await self.writer.close()
         await self._engine.dispose()
