@@ -1,4 +1,4 @@
-"""The Redis store URL forms (README, Redis topologies): what each names, and the refusals."""
+"""The Redis store URL forms (docs/deploying.md, Redis topologies): what each names, and the refusals."""
 
 from __future__ import annotations
 

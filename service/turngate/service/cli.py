@@ -27,7 +27,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from turngate.client import __version__
 from turngate.service import operate
 from turngate.service.config import Settings, host_and_port
-from turngate.service.config_help import describe, shown_default, unknown_variables, variable
+from turngate.service.config_help import describe, reference, shown_default, unknown_variables, variable
 from turngate.service.operate.operations import Target
 
 EXIT_FAILURE = 1
@@ -55,10 +55,23 @@ def _parser() -> argparse.ArgumentParser:
         help="processes serving --listen together, each a full replica; auto: one per core; redis mode only",
     )
     _store_flags(serve_cmd)
-    serve_cmd.add_argument("--lease-ttl", type=float, metavar="SECONDS", help="default lease")
-    serve_cmd.add_argument("--stop-grace", type=float, metavar="SECONDS", help="stop grace")
     serve_cmd.add_argument(
-        "--tombstone-ttl", type=float, metavar="SECONDS", help="how long a Stop before start is kept"
+        "--lease-ttl",
+        type=float,
+        metavar="SECONDS",
+        help="a turn's lease without a heartbeat, unless its AdmitTurn names one",
+    )
+    serve_cmd.add_argument(
+        "--stop-grace",
+        type=float,
+        metavar="SECONDS",
+        help="how long a stopping turn has to settle before it is settled CANCELLED",
+    )
+    serve_cmd.add_argument(
+        "--tombstone-ttl",
+        type=float,
+        metavar="SECONDS",
+        help="how long a Stop of a turn not started yet, and a request_id's answer, are remembered",
     )
     _migrate_flag(serve_cmd)
     serve_cmd.add_argument(
@@ -152,8 +165,8 @@ def _name_settings(parser: argparse.ArgumentParser) -> None:
 
 
 def _environment_only(parser: argparse.ArgumentParser) -> None:
-    """Lists, in --help, the settings that have no flag with their defaults (README, Running it,
-    says what each does)."""
+    """Lists, in --help, the settings that have no flag with their defaults and what each does
+    (docs/deploying.md, Settings, has them all)."""
     flagged = _flags(parser)
     lines = []
     for name, field in Settings.model_fields.items():
@@ -161,8 +174,22 @@ def _environment_only(parser: argparse.ArgumentParser) -> None:
             lines.append(f"  {variable(name)}={shown_default(name)}")
             about = " ".join((field.description or "").split())
             lines += textwrap.wrap(about, width=76, initial_indent="      ", subsequent_indent="      ")
-    title = "settings with no flag (environment only, with defaults; README, Running it)"
+    title = "settings with no flag (environment only, with defaults; docs/deploying.md, Settings)"
     parser.add_argument_group(title, "\n".join(lines))
+
+
+def settings_reference() -> str:
+    """Every setting, with `serve`'s flag and help where it has one: the table
+    scripts/settings_reference.py keeps in docs/deploying.md."""
+    serve = next(sub for sub in _subparsers(_parser()) if sub.prog.endswith(" serve"))
+    helps = {action.dest: action.help or "" for action in serve._actions}
+    suffix = "[{}, {}]"
+    return reference(
+        {
+            name: (flag, helps[name].removesuffix(" " + suffix.format(variable(name), shown_default(name))))
+            for name, flag in _flags(serve).items()
+        }
+    )
 
 
 def _http_flags(parser: argparse.ArgumentParser) -> None:
@@ -203,9 +230,7 @@ def _metrics_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def _security_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "security", "README, Securing turngate; limits are set by TURNGATE_MAX_* (docs/security.md)"
-    )
+    group = parser.add_argument_group("security", "docs/security.md; limits are set by TURNGATE_MAX_*")
     group.add_argument(
         "--auth-file",
         metavar="FILE",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -15,7 +16,16 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from turngate.client.hosts import is_loopback
 from turngate.service.core import limits
-from turngate.service.store_kinds import LEDGER_SCHEMES, StoreKind, kind_of
+from turngate.service.store_kinds import KINDS, LEDGER_SCHEMES, StoreKind, kind_of
+
+
+@dataclass(frozen=True)
+class Values:
+    """What a setting takes, in words, where a validator says it in code only: the settings
+    reference (docs/deploying.md, Settings) shows it."""
+
+    text: str
+
 
 Seconds = Annotated[float, Field(allow_inf_nan=False)]
 # A host name, an IPv4 address or a bracketed IPv6 one: in a listen address and in an origin.
@@ -33,7 +43,7 @@ def _host_port(value: str) -> str:
     return value
 
 
-HostPort = Annotated[str, AfterValidator(_host_port)]
+HostPort = Annotated[str, AfterValidator(_host_port), Values("`HOST:PORT`")]
 
 
 MAX_WORKERS = 1024
@@ -51,7 +61,11 @@ def _workers(value: object) -> object:
     return count
 
 
-Workers = Annotated[int | Literal["auto"], BeforeValidator(_workers)]
+Workers = Annotated[
+    int | Literal["auto"],
+    BeforeValidator(_workers),
+    Values(f"1 to {MAX_WORKERS:,}, or `auto` (one per core)"),
+]
 
 
 def _seconds(us: int) -> float:
@@ -70,9 +84,11 @@ class Settings(BaseSettings):
     # `serve`: processes serving `listen` together (SO_REUSEPORT), each a full replica; "auto" is
     # one per core of this host. Redis mode only (docs/decisions.md, Speed).
     workers: Workers = 1
-    store: str = "sqlite+aiosqlite:///./turngate.db"
+    store: Annotated[str, Values(" · ".join(f"`{scheme}…`" for kind in KINDS for scheme in kind.schemes))] = (
+        "sqlite+aiosqlite:///./turngate.db"
+    )
     # With a Redis store: the SQL database that keeps the durable history (the ledger).
-    ledger: str | None = None
+    ledger: Annotated[str | None, Values(" · ".join(f"`{scheme}…`" for scheme in LEDGER_SCHEMES))] = None
     lease_ttl: Seconds = Field(
         _seconds(limits.DEFAULT_LEASE_TTL),
         ge=_seconds(limits.MIN_LEASE_TTL),
@@ -152,7 +168,9 @@ class Settings(BaseSettings):
     # Where to serve the contract over HTTP for browsers (Connect, gRPC-Web) and the operator
     # console (off by default; empty = off).
     http_listen: HostPort | None = None
-    http_cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    http_cors_origins: Annotated[
+        tuple[str, ...], NoDecode, Values("`scheme://host[:port]`, comma-separated")
+    ] = ()
     """HTTP listener: the origins (scheme://host[:port], comma-separated) whose pages may call it;
     none by default (same origin only), never *."""
     # HTTP listeners (--http-listen and --metrics-listen): what a stranger may hold open
@@ -162,11 +180,11 @@ class Settings(BaseSettings):
     http_max_connections_per_peer: int = Field(128, ge=1, le=1_000_000)
     # One line per HTTP request (logger turngate.http.access, INFO).
     http_access_log: bool = False
-    console_trace_url: str | None = None
+    console_trace_url: Annotated[str | None, Values("an `http(s)://` address with `{trace_id}`")] = None
     """Operator console: a trace's address, {trace_id} standing for its id (e.g.
     http://jaeger:16686/trace/{trace_id}); unset: trace ids are shown unlinked."""
 
-    # Security (README "Securing turngate"): bearer tokens, TLS, and the limits every caller meets.
+    # Security (docs/security.md, Securing turngate): bearer tokens, TLS, and the limits every caller meets.
     auth_file: Path | None = None
     # Keys signing and verifying session tokens (docs/security.md, Session tokens); unset: off.
     session_token_keys: Path | None = None
@@ -296,7 +314,8 @@ class Settings(BaseSettings):
         if not self.store_kind.shared_commits:
             raise ValueError(
                 "--workers needs a redis store: a SQL store's watchers hear only their own process's "
-                "writes, and SQLite has one writer; for more cores run redis mode (README, Production mode)"
+                "writes, and SQLite has one writer; for more cores run redis mode "
+                "(docs/deploying.md, Production mode)"
             )
         if host_and_port(self.listen)[1] == 0:
             raise ValueError("--workers needs a fixed --listen port: every worker listens on it")
@@ -312,7 +331,7 @@ class Settings(BaseSettings):
             addresses = " and ".join(self.listens)
             raise ValueError(
                 f"listening on {addresses} without --auth-file would let anyone who can connect run "
-                "and stop turns: give --auth-file (README, Securing turngate), listen on 127.0.0.1, "
+                "and stop turns: give --auth-file (docs/security.md), listen on 127.0.0.1, "
                 "or pass --insecure"
             )
         return self

@@ -1,17 +1,20 @@
 """Settings as people meet them: their environment variables, their defaults as --help shows
-them, a warning for a TURNGATE_* variable nothing reads, and one line for settings that refuse to
-start."""
+them, the values each takes, the reference table of docs/deploying.md, a warning for a TURNGATE_*
+variable nothing reads, and one line for settings that refuse to start."""
 
 from __future__ import annotations
 
 import difflib
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from annotated_types import Ge, Gt, Le
 from pydantic import ValidationError
 
-from turngate.service.config import PREFIX, Settings
+from turngate.service.config import PREFIX, Settings, Values
 
 # Settings whose values are never echoed: a URL may carry a password, a file name is a token's.
 _UNSHOWN = frozenset(
@@ -34,11 +37,87 @@ def shown_default(name: str) -> str:
     value: Any = Settings.model_fields[name].default
     if value is None:
         return "unset"
+    if value == ():
+        return "none"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def values(name: str) -> str:
+    """What setting `name` takes, read from its type and its bounds (or its `Values`)."""
+    field = Settings.model_fields[name]
+    marked = _marked([*field.metadata, field.annotation])
+    if marked is not None:
+        return marked
+    kind = _bare(field.annotation)
+    if get_origin(kind) is Literal:
+        return ", ".join(f"`{choice}`" for choice in get_args(kind))
+    if kind is bool:
+        return "`true`, `false`"
+    if kind is Path:
+        return "a file"
+    low = next((_number(m.ge) for m in field.metadata if isinstance(m, Ge)), None)
+    above = next((f"more than {_number(m.gt)}" for m in field.metadata if isinstance(m, Gt)), None)
+    high = next((_number(m.le) for m in field.metadata if isinstance(m, Le)), None)
+    pattern = next((m.pattern for m in field.metadata if getattr(m, "pattern", None)), None)
+    if pattern is not None:
+        return f"`{pattern}`"
+    unit = " s" if kind is float else ""
+    if low is not None and high is not None:
+        return f"{low} to {high}{unit}"
+    if above is not None and high is not None:
+        return f"{above}, up to {high}{unit}"
+    return "text"
+
+
+def _marked(annotations: Iterable[Any]) -> str | None:
+    """The `Values` among `annotations`, or inside them (an Annotated type, a union with None)."""
+    for annotation in annotations:
+        if isinstance(annotation, Values):
+            return annotation.text
+        if get_origin(annotation) is Annotated:
+            found = _marked(annotation.__metadata__)
+        elif get_origin(annotation) in (Union, UnionType):
+            found = _marked(get_args(annotation))
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _bare(annotation: Any) -> Any:
+    """`annotation` without None (an optional setting) and without Annotated's metadata."""
+    if get_origin(annotation) in (Union, UnionType):
+        (annotation,) = (arg for arg in get_args(annotation) if arg is not NoneType)
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _number(value: Any) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def reference(flags: Mapping[str, tuple[str, str]]) -> str:
+    """Every setting as a Markdown table, in the order `Settings` declares them: its variable, its
+    flag and what that flag's help says (`flags`: setting -> (flag, help)), else its docstring,
+    its default and the values it takes (docs/deploying.md, Settings)."""
+    rows = ["| variable | flag | default | values | what it sets |", "|---|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        flag, about = flags.get(name, ("", field.description or ""))
+        cells = (
+            f"`{variable(name)}`",
+            f"`{flag}`" if flag else "",
+            f"`{shown_default(name)}`",
+            values(name),
+            " ".join(about.split()).replace("|", "\\|"),
+        )
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
 
 
 def unknown_variables(environ: Mapping[str, str], known: Iterable[str]) -> list[str]:

@@ -1,5 +1,5 @@
 """Where Redis is, read from a store URL: one server, a Redis Cluster, or a primary managed by
-Sentinel (README, Production mode; the clients are made in store/redis/connection.py).
+Sentinel (docs/deploying.md, Redis topologies; the clients are made in store/redis/connection.py).
 
 * one server: `redis://host:port/db`, `rediss://…` (TLS), `unix:///path`;
 * a Redis Cluster: `redis+cluster://host:port[,host:port…]` (`rediss+cluster://` for TLS);

@@ -1,4 +1,4 @@
-"""The exit codes of the `turngate` command, one list for the code, --help and the README."""
+"""The exit codes of the `turngate` command, one list for the code, --help and docs/cli.md."""
 
 from __future__ import annotations
 

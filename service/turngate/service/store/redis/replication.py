@@ -1,4 +1,4 @@
-"""What is acknowledged only once replicas have it (README, Redis topologies: WAIT).
+"""What is acknowledged only once replicas have it (docs/deploying.md, What a failover loses).
 
 WAIT counts the writes of the connection it is sent on, so it follows, on that connection and in
 the same round trip, whatever it must cover: the compare-and-set script, or a read. A call that
