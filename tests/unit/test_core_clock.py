@@ -1,7 +1,7 @@
 """The clock window of a decision (I8, I10): the instants around `now` between which decide()
 answers a document the same way. A store that writes a decision later than it took it (the Redis
 store) writes it only while its clock lies inside, so no deadline or expiry passes unseen between
-deciding and writing (docs/decisions.md, "One clock, tightly")."""
+deciding and writing (docs/decisions.md, "Redis's clock")."""
 
 from __future__ import annotations
 

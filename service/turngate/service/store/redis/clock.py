@@ -8,7 +8,7 @@ from typing import Any
 
 _US = 1_000_000
 # How far behind and ahead of Redis TIME a decision's `now` may be at its commit (µs): behind
-# covers the trip from the decision to the script under load (measured: docs/decisions.md);
+# covers the trip from the decision to the script under load (measured: docs/performance.md, Redis clock);
 # ahead only estimation error.
 BEHIND_LIMIT_US = 5_000
 AHEAD_LIMIT_US = 5_000
