@@ -8,7 +8,7 @@ import asyncio
 import signal
 
 from tests.cli.conftest import Turngate
-from tests.seams import reply_lost
+from tests.support.seams import reply_lost
 from turngate.client import Client, SessionPhase
 from turngate.service.core import SessionKey
 from turngate.service.server import TurngateServer

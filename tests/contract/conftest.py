@@ -4,7 +4,8 @@ and migration tests on the two SQL backends.
 Each SQL backend is migrated once per run into a template, and every test gets a fresh copy: a
 copied SQLite file, or a PostgreSQL database created from the template and dropped afterwards.
 PostgreSQL is the server at TURNGATE_TEST_POSTGRES (default: user postgres on 127.0.0.1:5432,
-trust auth); without one, deselect its part with `-m "not postgres"`. Redis: see backends.py.
+trust auth); without one, deselect its part with `-m "not postgres"`. Redis: see
+tests/support/shared_redis.py.
 """
 
 from __future__ import annotations
@@ -19,23 +20,16 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from tests.contract.backends import (
+from tests.support.postgres import postgres_admin, postgres_url, unique_database
+from tests.support.shared_redis import REDIS_SERVER, delete_keyspace, unique_keyspace
+from tests.support.shared_topologies import TOPOLOGIES, shared_topology_url
+from tests.support.stores import (
     MAX_ATTEMPTS,
-    REDIS_SERVER,
     ContractStore,
     OpenStore,
-    delete_keyspace,
     open_redis_store,
     open_sql_store,
-    unique_keyspace,
     wait_past,
-)
-from tests.postgres import postgres_admin, postgres_url, unique_database
-from tests.topologies.fixtures import (  # noqa: F401  (fixtures)
-    TOPOLOGIES,
-    redis_cluster,
-    redis_sentinel,
-    shared_topology_url,
 )
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.keys import Keyspace

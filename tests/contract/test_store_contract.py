@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from tests.contract.backends import ContractStore, OpenStore, open_redis_store, open_sql_store, wait_past
-from tests.contract.sessions import KEY, LEASE, SECOND, admit, enqueue, open_call, stop
+from tests.support.commands import KEY, LEASE, SECOND, admit, enqueue, open_call, stop
+from tests.support.stores import ContractStore, OpenStore, open_redis_store, open_sql_store, wait_past
 from turngate.service.core import (
     Admit,
     Admitted,

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.contract.backends import REDIS_RETENTION, open_sql_store
-from tests.contract.sessions import KEY, LEASE, SECOND, admit
 from tests.faults.deployments import Node, PrivateRedis, Topology
 from tests.faults.proxy import CuttingProxy
 from tests.faults.servers import DurableRedis
-from tests.waiting import eventually
+from tests.support.commands import KEY, LEASE, SECOND, admit
+from tests.support.stores import REDIS_RETENTION, open_sql_store
+from tests.support.waiting import eventually
 from turngate.service.core import (
     Admit,
     Admitted,

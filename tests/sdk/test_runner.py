@@ -9,10 +9,19 @@ import time
 
 import pytest
 
-from tests.e2e.calls import admit, complete, events_after, get_turn, kinds, settlements, stop, wait_for_phase
-from tests.e2e.servers import Client as Raw
 from tests.sdk.wire import Wire
-from tests.waiting import eventually
+from tests.support.calls import (
+    admit,
+    complete,
+    events_after,
+    get_turn,
+    kinds,
+    settlements,
+    stop,
+    wait_for_phase,
+)
+from tests.support.servers import Client as Raw
+from tests.support.waiting import eventually
 from turngate.client import (
     AdmissionRefused,
     Client,

@@ -17,8 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.e2e.conftest import own_server as own_server
-from tests.e2e.servers import Client, client_for, running, settings_for
+from tests.support.servers import Client, client_for, running, settings_for
 from tests.telemetry.recorded import Recorded
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb

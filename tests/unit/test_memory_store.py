@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.memory_store import FakeClock, MemoryStore
 from turngate.service.core import (
     Admitted,
     Command,
@@ -25,7 +26,6 @@ from turngate.service.core import (
 from turngate.service.ports.store import Applied, Store, StoreContention, StoreUnavailable
 
 from .helpers import LEASE_TTL, SECOND, T0, Lease, admit, cancel, complete, enqueue, heartbeat, tool_call
-from .memory_store import FakeClock, MemoryStore
 
 KEY = SessionKey("p1", "s1")
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import free_port, spawn_server
-from tests.e2e.servers import OwnServer
-from tests.web.calls import code_of, http_client, unary
+from tests.support.http_calls import code_of, http_client, unary
+from tests.support.processes import free_port, spawn_server
+from tests.support.servers import OwnServer
 from turngate.service.server import TurngateServer
 from turngate.service.web.private_socket import PREFIX, PrivateSocket
 from turngate.v1 import turngate_pb2 as pb

@@ -25,9 +25,9 @@ from turngate.service.ports.store import (
 )
 from turngate.service.store.cas import CompareAndSetStore
 
-from .helpers import T0
-
 MAX_ATTEMPTS = 32
+# A realistic store clock (µs since the epoch): where a FakeClock starts, and the core's unit tests' timeline.
+T0 = 1_700_000_000 * 1_000_000
 
 
 @dataclass

@@ -30,8 +30,8 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from tests.e2e.processes import PROCESS_TIMEOUT_S, free_port
-from tests.waiting import eventually
+from tests.support.processes import PROCESS_TIMEOUT_S, free_port
+from tests.support.waiting import eventually
 
 HOST = "127.0.0.1"
 # How long a process may take to exit on SIGTERM before it is killed.
