@@ -1,7 +1,8 @@
 """The Store contract (ports/store.py) on every backend: atomic compare-and-set, events, clock.
 
-The store-level tests run on SQLite, PostgreSQL and Redis (`any_store`); those about SQL
-specifics (ledger rows written with the state, SQLite pragmas, opening by URL) on SQL alone.
+The store-level tests run on the in-memory store, SQLite, PostgreSQL and Redis (`any_store`);
+those about SQL specifics (ledger rows written with the state, SQLite pragmas, opening by URL) on
+SQL alone.
 """
 
 from __future__ import annotations
