@@ -26,27 +26,16 @@ pytest_plugins = [
     "tests.support.guarded",
 ]
 
-settings.register_profile(
-    "turngate-unit",
-    max_examples=300,
-    stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "turngate-thorough",
-    max_examples=5_000,
-    stateful_step_count=100,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "dev",
-    max_examples=25,
-    stateful_step_count=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+# The examples each property test tries, and the steps of each state machine run, by profile.
+PROFILES = {"turngate-unit": (300, 50), "turngate-thorough": (5_000, 100), "dev": (25, 20)}
+for name, (examples, steps) in PROFILES.items():
+    settings.register_profile(
+        name,
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 settings.load_profile(os.environ.get("TURNGATE_HYPOTHESIS_PROFILE", "turngate-unit"))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import resource
 import signal
@@ -186,13 +187,20 @@ async def spawn_server(
             yield Spawned(process, client_for(channel))
     finally:
         if process.returncode is None:
-            process.terminate()
-            try:
-                async with asyncio.timeout(PROCESS_TIMEOUT_S):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+            await stopped(process)
+
+
+async def stopped(process: asyncio.subprocess.Process, within_s: float = PROCESS_TIMEOUT_S) -> None:
+    """Ends `process` (which may have exited already): SIGTERM, then SIGKILL if it still runs
+    after `within_s` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
+    try:
+        async with asyncio.timeout(within_s):
+            await process.wait()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
 
 
 def connect(port: int) -> grpc.aio.Channel:
