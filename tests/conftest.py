@@ -41,8 +41,9 @@ settings.load_profile(os.environ.get("TURNGATE_HYPOTHESIS_PROFILE", "turngate-un
 
 # The directories whose tests share what is slow to make and cannot be made twice at once: the
 # fault tests' private PostgreSQL and durable Redis deployments, the container image, the
-# browser, the TypeScript package's node_modules and generated code.
-DIRECTORY_GROUPS = frozenset({"faults", "container", "console", "typescript"})
+# browser, the TypeScript package's node_modules and generated code; the telemetry tests'
+# OpenTelemetry providers, installed once for all of them and uninstalled after them.
+DIRECTORY_GROUPS = frozenset({"faults", "container", "console", "typescript", "telemetry"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
