@@ -1,4 +1,5 @@
-"""Maintainer tasks: `nox -s lint`, `nox -s tests`, `nox -s bench` (plain `nox` runs lint and tests).
+"""Maintainer tasks: `nox -s lint`, `nox -s tests`, `nox -s fast`, `nox -s bench` (plain `nox` runs lint
+and tests).
 
 The sessions make no environment of their own: they run the tools of the environment nox itself
 runs in, the project's `.venv` (`python3 -m venv .venv && .venv/bin/pip install -e '.[test]'`,
@@ -37,6 +38,14 @@ BENCHMARKS = {
     "admission_modes": "bench/admission_modes.py",
     "http_path": "bench/http_path.py",
 }
+
+# xdist: tests that share a server or a Redis topology stay on one worker (tests/conftest.py);
+# mostly waiting on servers, they run best with more workers than cores.
+WORKERS = 4
+PARALLEL = ("-n", str(WORKERS), "--dist", "loadgroup")
+FAST_DIRECTORIES = tuple(f"tests/{name}" for name in ("unit", "contract", "sdk", "web", "cli", "e2e"))
+# The README's tour: a minute of a real terminal session, for the full suite.
+FAST_DESELECTED = ("tests/e2e/test_readme_tour.py",)
 
 nox.needs_version = ">=2024.10.9"
 nox.options.sessions = ["lint", "tests"]  # `bench` needs Redis and PostgreSQL and takes minutes
@@ -112,8 +121,26 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
-    """The test suite (the README's test command's pytest); arguments after `--` go to pytest."""
-    session.run(tool("pytest"), *session.posargs, external=True)
+    """The whole test suite, in parallel (the README's test command); arguments after `--` go to
+    pytest (`-n 1` for one worker, `-p no:xdist` for none)."""
+    session.run(tool("pytest"), *PARALLEL, *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
+def fast(session: nox.Session) -> None:
+    """The fast tier, for quick edit loops (minutes): the unit, contract, SDK, HTTP, CLI and
+    end-to-end tests on SQLite alone (no Redis, no PostgreSQL), without the README tour, with
+    Hypothesis's `dev` profile (fewer examples), in parallel. Arguments after `--` go to pytest."""
+    session.run(
+        tool("pytest"),
+        *PARALLEL,
+        "--hypothesis-profile=dev",
+        "-m",
+        "not redis and not postgres",
+        *(f"--deselect={test}" for test in FAST_DESELECTED),
+        *(session.posargs or FAST_DIRECTORIES),
+        external=True,
+    )
 
 
 @nox.session(venv_backend="none")

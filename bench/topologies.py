@@ -4,7 +4,7 @@ with a replica watched by 3 sentinels. Each of its processes has a directory of 
 log, nodes.conf) under the run's log folder; nothing is persisted, and the exit stack stops them
 (sentinels first), so the run's keys go with them.
 
-The same approach as the tests' tests/topologies/servers.py, cut down to starting and stopping:
+The same approach as the tests' tests/support/topologies.py, cut down to starting and stopping:
 the bench neither fails nodes nor waits for failovers, and keeps its processes as the bench's
 other servers are kept (environment.ServerProcess, on the run's exit stack).
 """

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.processes import PROCESS_TIMEOUT_S, TURNGATE, cli_env
-from tests.e2e.servers import running, settings_for
-from turngate.client import Backoff, Client
+from tests.support.backoff import FAST
+from tests.support.processes import PROCESS_TIMEOUT_S, TURNGATE, cli_env
+from tests.support.servers import running, settings_for
+from turngate.client import Client
 from turngate.service.server import TurngateServer
 
 # How long a line of `turngate watch` may take to appear: reached only when a test fails.
@@ -121,5 +122,5 @@ async def turngate(cli_server: TurngateServer, project: str) -> AsyncIterator[Tu
 @pytest.fixture
 async def client(turngate: Turngate) -> AsyncIterator[Client]:
     """The SDK, for the test's project."""
-    async with Client(turngate.target, turngate.project, backoff=Backoff(initial=0.02, maximum=0.2)) as sdk:
+    async with Client(turngate.target, turngate.project, backoff=FAST) as sdk:
         yield sdk

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Ran, Turngate
-from tests.e2e.servers import running, settings_for
-from tests.security.certs import Pki, make_pki, tls_settings
-from tests.security.principals import GATEWAY_A, PROJECT_A, PROJECT_B, WATCHER_A, write_tokens
+from tests.support.certs import Pki, make_pki, tls_settings
+from tests.support.principals import GATEWAY_A, PROJECT_A, PROJECT_B, WATCHER_A, write_tokens
+from tests.support.servers import running, settings_for
 from turngate.service import cli
 from turngate.service.operate import ExitCode
 
@@ -32,7 +32,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(scope="module")
 async def guarded_target(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
-    """Bearer tokens (tests/security/principals.py), plaintext on loopback."""
+    """Bearer tokens (tests/support/principals.py), plaintext on loopback."""
     tmp = tmp_path_factory.mktemp("cli-auth")
     async for server, _ in running(settings_for(str(tmp), auth_file=write_tokens(tmp / "tokens.toml"))):
         yield f"127.0.0.1:{server.port}"

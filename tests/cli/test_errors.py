@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.cli.conftest import Turngate
-from tests.e2e.processes import free_port
+from tests.support.processes import free_port
 from turngate.service.operate import ExitCode
 from turngate.service.operate.exits import MEANINGS
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Ran, Turngate
-from tests.e2e.processes import PROCESS_TIMEOUT_S, TURNGATE, cli_env, free_port
-from tests.e2e.servers import running, settings_for
-from tests.waiting import eventually
+from tests.support.processes import PROCESS_TIMEOUT_S, TURNGATE, cli_env, free_port
+from tests.support.servers import running, settings_for
+from tests.support.waiting import eventually
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.server import TurngateServer
 

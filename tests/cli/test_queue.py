@@ -10,8 +10,8 @@ import pytest
 
 from tests.cli.conftest import Turngate
 from tests.cli.output import fields, seconds, sections
-from tests.sdk.waiters import Waiter
-from tests.waiting import WAIT_TIMEOUT_S
+from tests.support.waiters import Waiter
+from tests.support.waiting import WAIT_TIMEOUT_S
 from turngate.client import (
     AdmissionMode,
     Client,

@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli.conftest import Turngate
 from tests.cli.output import fields, seconds, sections
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from turngate.client import Client, Turn
 
 

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Turngate
-from tests.e2e.servers import running, settings_for
-from tests.security.principals import GATEWAY_A, PROJECT_A, WATCHER_A, write_tokens
-from tests.security.test_session_tokens import CURRENT, keys_toml
+from tests.support.principals import CURRENT, GATEWAY_A, PROJECT_A, WATCHER_A, keys_toml, write_tokens
+from tests.support.servers import running, settings_for
 from turngate.client import Client, Idle
 from turngate.service.auth.session_tokens import load_keys
 from turngate.service.operate import ExitCode

@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 import signal
 
+import pytest
+
 from tests.cli.conftest import Turngate
-from tests.seams import reply_lost
+from tests.support.seams import reply_lost
 from turngate.client import Client, SessionPhase
-from turngate.service.core import SessionKey
+from turngate.service.core import Command, Decision, SessionKey
+from turngate.service.ports.store import StoreUnavailable
 from turngate.service.server import TurngateServer
 
 
@@ -121,14 +124,27 @@ async def test_i4_stop_of_a_turn_not_yet_started_while_another_runs_says_nothing
 
 
 async def test_a_stop_whose_outcome_is_unknown_says_it_may_have_taken_effect_and_how_to_learn_what_it_did(
-    turngate: Turngate, client: Client, cli_server: TurngateServer
+    turngate: Turngate, client: Client, cli_server: TurngateServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    key = SessionKey(turngate.project, "chat")
+    store, apply = cli_server.store, cli_server.store.apply
+    lost = asyncio.Event()
+
+    async def unreachable_once_lost(written: SessionKey, command: Command) -> Decision:
+        if written == key and lost.is_set():
+            raise StoreUnavailable("the store is unreachable")
+        return await apply(written, command)
+
+    # The Stop's write is made and its reply lost; from then on the store is unreachable for the
+    # session until the command has given up, so every retry fails too (whatever the machine's
+    # speed, none can learn what the first attempt did) and its outcome stays unknown to it.
+    monkeypatch.setattr(store, "apply", unreachable_once_lost)
     async with client.runner("r1").turn("chat", "t1") as turn:
-        with reply_lost(cli_server.store, SessionKey(turngate.project, "chat")):
-            # A timeout this short leaves no time for a retry: the one attempt's outcome is unknown.
+        with reply_lost(store, key, then=lost.set):
             unknown = await turngate.run(
-                "stop", "chat", "--expect", "t1", "--request-id", "req-9", "--timeout", "0.01"
+                "stop", "chat", "--expect", "t1", "--request-id", "req-9", "--timeout", "1"
             )
+        lost.clear()
         await turn.stop_requested.wait()
         learned = await turngate.run("stop", "chat", "--expect", "t1", "--request-id", "req-9")
 

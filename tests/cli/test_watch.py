@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 from tests.cli.conftest import Turngate
-from tests.e2e.processes import free_port, spawn_server
+from tests.support.processes import free_port, spawn_server
 from turngate.client import Client
 from turngate.v1 import turngate_pb2 as pb
 

@@ -15,9 +15,9 @@ from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 
 from tests.console.browser import Page, start_chromium
-from tests.e2e.processes import Spawned, free_port, spawn_server
-from tests.sdk.conftest import FAST
-from tests.security.principals import Named, write_tokens
+from tests.support.backoff import FAST
+from tests.support.principals import Named, write_tokens
+from tests.support.processes import Spawned, free_port, spawn_server
 from turngate.client import Client
 
 PROJECT = "p-console"

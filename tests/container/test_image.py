@@ -16,11 +16,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from tests.container import podman
-from tests.e2e.calls import admit, snapshot, stop
-from tests.e2e.processes import free_port
-from tests.e2e.servers import Client, client_for
-from tests.e2e.watching import collect, watch
-from tests.layout.test_packaging import pins_of_constraints
+from tests.support.calls import admit, snapshot, stop
+from tests.support.processes import free_port
+from tests.support.repository import pins_of_constraints
+from tests.support.servers import Client, client_for
+from tests.support.watching import collect, watch
 from turngate.client._version import __version__
 from turngate.client.connection import open_channel
 from turngate.service.auth.issue import entry_for, new_token

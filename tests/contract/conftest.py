@@ -1,10 +1,11 @@
-"""Real databases for the store contract: store tests run on SQLite, PostgreSQL and Redis; ledger
-and migration tests on the two SQL backends.
+"""Real databases for the store contract: store tests run on the unit tests' in-memory store,
+SQLite, PostgreSQL and Redis; ledger and migration tests on the two SQL backends.
 
 Each SQL backend is migrated once per run into a template, and every test gets a fresh copy: a
 copied SQLite file, or a PostgreSQL database created from the template and dropped afterwards.
 PostgreSQL is the server at TURNGATE_TEST_POSTGRES (default: user postgres on 127.0.0.1:5432,
-trust auth); without one, deselect its part with `-m "not postgres"`. Redis: see backends.py.
+trust auth); without one, deselect its part with `-m "not postgres"`. Redis: see
+tests/support/shared_redis.py.
 """
 
 from __future__ import annotations
@@ -19,23 +20,17 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from tests.contract.backends import (
+from tests.support.memory_store import HostClock, MemoryData, MemoryStore
+from tests.support.postgres import postgres_admin, postgres_url, unique_database
+from tests.support.shared_redis import REDIS_SERVER, delete_keyspace, unique_keyspace
+from tests.support.shared_topologies import TOPOLOGIES, shared_topology_url
+from tests.support.stores import (
     MAX_ATTEMPTS,
-    REDIS_SERVER,
     ContractStore,
     OpenStore,
-    delete_keyspace,
     open_redis_store,
     open_sql_store,
-    unique_keyspace,
     wait_past,
-)
-from tests.postgres import postgres_admin, postgres_url, unique_database
-from tests.topologies.fixtures import (  # noqa: F401  (fixtures)
-    TOPOLOGIES,
-    redis_cluster,
-    redis_sentinel,
-    shared_topology_url,
 )
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.keys import Keyspace
@@ -88,6 +83,7 @@ def _migrated_database(request: pytest.FixtureRequest, tmp_path: Path, backend: 
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 STORE_BACKENDS = [
+    "memory",
     *BACKENDS,
     *(pytest.param(store, marks=pytest.mark.redis) for store in ("redis", "redis-cluster", "redis-sentinel")),
 ]
@@ -148,8 +144,17 @@ async def redis_store(redis_keyspace: Keyspace) -> AsyncIterator[RedisStore]:
 
 @pytest.fixture(params=STORE_BACKENDS)
 def store_opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
-    """Opens stores on one empty data set of each backend (SQLite, PostgreSQL, Redis on one
-    server, on a Redis Cluster and behind Sentinel)."""
+    """Opens stores on one empty data set of each backend (the unit tests' in-memory store on the
+    host's clock, SQLite, PostgreSQL, Redis on one server, on a Redis Cluster and behind
+    Sentinel)."""
+    if request.param == "memory":
+        data = MemoryData(HostClock())
+
+        def open_in_memory(*, max_attempts: int = MAX_ATTEMPTS) -> ContractStore:
+            return MemoryStore(data, max_attempts=max_attempts)
+
+        yield open_in_memory
+        return
     if request.param in TOPOLOGIES:
         url = shared_topology_url(request, request.param)
         keyspace = unique_keyspace()  # the topology is this run's own: its keys need no deleting

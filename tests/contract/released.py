@@ -24,6 +24,7 @@ from turngate.service.core import (
     ToolCallStatus,
     decide,
 )
+from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import alembic_config
 from turngate.service.sql.tables import sessions
 from turngate.service.store.redis.keys import Keyspace, log_id, member
@@ -54,6 +55,8 @@ def released_document(state: Session) -> bytes:
 
 
 async def migrate_to(engine: AsyncEngine, revision: str) -> None:
+    """Upgrades the database to `revision`, as an older release would have."""
+
     def upgrade(conn: Connection) -> None:
         config = alembic_config()
         config.attributes["connection"] = conn
@@ -61,6 +64,15 @@ async def migrate_to(engine: AsyncEngine, revision: str) -> None:
 
     async with engine.begin() as conn:
         await conn.run_sync(upgrade)
+
+
+async def migrate_url_to(url: str, revision: str) -> None:
+    """`migrate_to` on the database at `url`."""
+    engine = make_engine(url)
+    try:
+        await migrate_to(engine, revision)
+    finally:
+        await engine.dispose()
 
 
 async def write_released_ledger(

@@ -8,7 +8,7 @@ from dataclasses import replace
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.contract.sessions import QUEUE_HISTORY, play_a_queue
+from tests.support.commands import QUEUE_HISTORY, play_a_queue
 from turngate.service.core import (
     Admit,
     Admitted,

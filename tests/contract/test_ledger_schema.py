@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.contract.test_migrations import migrate_to
-from tests.replicas.cluster import cancelled
-from tests.waiting import eventually
+from tests.contract.released import migrate_url_to
+from tests.support.waiting import cancelled, eventually
 from turngate.service.schema import LedgerSchema
 from turngate.service.sql.migrate import is_migrated, migrate
 
@@ -33,7 +32,7 @@ async def test_a_process_that_may_migrate_migrates_a_blank_ledger_not_ready_unti
 async def test_a_process_told_not_to_migrate_waits_not_ready_naming_the_database_until_another_has(
     blank_database_url: str,
 ) -> None:
-    await migrate_to(blank_database_url, "0001")  # an older release's schema is not this one's
+    await migrate_url_to(blank_database_url, "0001")  # an older release's schema is not this one's
     reported: list[str | None] = []
     schema = LedgerSchema(blank_database_url, migrate=False, report=reported.append)
     running = asyncio.create_task(schema.run())

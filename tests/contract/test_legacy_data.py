@@ -8,8 +8,6 @@ from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.contract.backends import REDIS_SERVER, open_redis_store
-from tests.contract.projection import log_of, marks, pending_count
 from tests.contract.released import (
     RELEASED_SCHEMA,
     migrate_to,
@@ -18,6 +16,9 @@ from tests.contract.released import (
     write_released_redis_session,
     write_released_sql_document,
 )
+from tests.support.projection import log_of, marks, pending_count
+from tests.support.shared_redis import REDIS_SERVER
+from tests.support.stores import open_redis_store
 from turngate.service.core import LEGACY_EPOCH, Complete, SessionKey, TurnAdmitted, TurnOutcome
 from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ports.outbox import Position

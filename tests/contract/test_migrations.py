@@ -13,7 +13,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Table, TableClause, column, insert, table, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tests.contract.released import ADMITTED_AT, RELEASED_SCHEMA
+from tests.contract.released import ADMITTED_AT, RELEASED_SCHEMA, migrate_url_to
 from turngate.service.codec import dump_session
 from turngate.service.core import (
     AdmissionMode,
@@ -100,25 +100,11 @@ async def test_migrations_build_exactly_the_declared_tables(database_url: str) -
     await engine.dispose()
 
 
-async def migrate_to(url: str, revision: str) -> None:
-    """Upgrades the database at `url` to `revision`, as an older release would have."""
-
-    def upgrade(connection: Connection) -> None:
-        config = alembic_config()
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-
-    engine = make_engine(url)
-    async with engine.begin() as conn:
-        await conn.run_sync(upgrade)
-    await engine.dispose()
-
-
 async def test_a_database_is_migrated_at_the_newest_schema_or_at_one_a_newer_release_made(
     blank_database_url: str,
 ) -> None:
     assert not await is_migrated(blank_database_url)
-    await migrate_to(blank_database_url, "0001")
+    await migrate_url_to(blank_database_url, "0001")
     assert not await is_migrated(blank_database_url), "an older release's schema is behind"
     await migrate(blank_database_url)
     assert await is_migrated(blank_database_url)
@@ -176,7 +162,7 @@ async def test_0005_turns_recorded_before_it_never_waited_and_turns_that_wait_ar
         admitted.state, Complete("t1", admitted.reply.generation, TurnOutcome.COMPLETED), ADMITTED_AT + SECOND
     )
     events = [*admitted.events, *completed.events]
-    await migrate_to(blank_database_url, "0004")
+    await migrate_url_to(blank_database_url, "0004")
     engine = make_engine(blank_database_url)
     async with engine.begin() as conn:
         for event in events:  # the turn row as 0004 wrote it: no queued_at
@@ -223,7 +209,7 @@ async def test_0006_sessions_written_before_it_count_as_active_while_a_turn_hold
     idle = decide(
         held.state, Complete("t1", held.reply.generation, TurnOutcome.COMPLETED), ADMITTED_AT + SECOND
     )
-    await migrate_to(blank_database_url, "0005")
+    await migrate_url_to(blank_database_url, "0005")
     engine = make_engine(blank_database_url)
     async with engine.begin() as conn:
         for session_id, state in (("held", held.state), ("idle", idle.state)):

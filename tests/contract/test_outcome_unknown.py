@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.contract.backends import ContractStore
-from tests.contract.sessions import KEY, LEASE, SECOND, admit, enqueue
-from tests.seams import losing_a_reply, refusing_before_writing
+from tests.support.commands import KEY, LEASE, SECOND, admit, enqueue
+from tests.support.seams import losing_a_reply, refusing_before_writing
+from tests.support.stores import ContractStore
 from turngate.service.core import (
     Admit,
     Admitted,

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 from sqlalchemy import func, make_url, select
 
-from tests.contract.backends import redis_contents
-from tests.postgres import postgres_admin
+from tests.support.postgres import postgres_admin
+from tests.support.stores import redis_contents
 from turngate.service.core import SessionKey
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import make_engine

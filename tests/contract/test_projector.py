@@ -16,8 +16,8 @@ from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.contract.backends import REDIS_SERVER, open_redis_store, stream_entries
-from tests.contract.projection import (
+from tests.support.commands import QUEUE_HISTORY, play_a_queue
+from tests.support.projection import (
     SECOND,
     WAIT_TIMEOUT_S,
     Rows,
@@ -36,8 +36,9 @@ from tests.contract.projection import (
     rows_recording,
     stopped,
 )
-from tests.contract.sessions import QUEUE_HISTORY, play_a_queue
-from tests.waiting import eventually
+from tests.support.shared_redis import REDIS_SERVER
+from tests.support.stores import open_redis_store, stream_entries
+from tests.support.waiting import eventually
 from turngate.service.codec import dump_event_body
 from turngate.service.core import (
     Admit,

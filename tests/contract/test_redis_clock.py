@@ -18,8 +18,8 @@ from importlib.resources import files
 import pytest
 from redis.asyncio import Redis
 
-from tests.contract.sessions import KEY, SECOND, admit, open_call
-from tests.waiting import eventually
+from tests.support.commands import KEY, SECOND, admit, open_call
+from tests.support.waiting import eventually
 from turngate.service.core import (
     Admit,
     Command,

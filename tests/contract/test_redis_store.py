@@ -21,15 +21,15 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from tests.contract.backends import (
+from tests.support.commands import KEY, SECOND, admit, open_call, stop
+from tests.support.shared_redis import REDIS_SERVER
+from tests.support.stores import (
     MAX_ATTEMPTS,
     REDIS_RETENTION,
-    REDIS_SERVER,
     open_redis_store,
     redis_contents,
     stream_entries,
 )
-from tests.contract.sessions import KEY, SECOND, admit, open_call, stop
 from turngate.service.core import (
     Admit,
     Command,

@@ -12,7 +12,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from turngate.service.config import Settings
 from turngate.service.server import TurngateServer
 from turngate.service.sql.migrate import is_migrated, migrate

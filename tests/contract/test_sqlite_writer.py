@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from tests.contract.sessions import KEY, LEASE, admit, open_call
-from tests.waiting import eventually
+from tests.support.commands import KEY, LEASE, admit, open_call
+from tests.support.waiting import eventually
 from turngate.service.core import Admit, Admitted, Command, Decision, Session, SessionKey, TurnAdmitted
 from turngate.service.ports.store import Applied, StoreUnavailable, WriteOutcomeUnknown
 from turngate.service.store.sql import SqlStore, open_store

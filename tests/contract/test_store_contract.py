@@ -1,7 +1,8 @@
 """The Store contract (ports/store.py) on every backend: atomic compare-and-set, events, clock.
 
-The store-level tests run on SQLite, PostgreSQL and Redis (`any_store`); those about SQL
-specifics (ledger rows written with the state, SQLite pragmas, opening by URL) on SQL alone.
+The store-level tests run on the in-memory store, SQLite, PostgreSQL and Redis (`any_store`);
+those about SQL specifics (ledger rows written with the state, SQLite pragmas, opening by URL) on
+SQL alone.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from tests.contract.backends import ContractStore, OpenStore, open_redis_store, open_sql_store, wait_past
-from tests.contract.sessions import KEY, LEASE, SECOND, admit, enqueue, open_call, stop
+from tests.support.commands import KEY, LEASE, SECOND, admit, enqueue, open_call, stop
+from tests.support.stores import ContractStore, OpenStore, open_redis_store, open_sql_store, wait_past
 from turngate.service.core import (
     Admit,
     Admitted,

@@ -5,8 +5,6 @@ that fits in the time allowed, gRPC health probes, tokens from a secret, nothing
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,18 +12,17 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from tests.support.repository import ROOT, run_tool
 from turngate.service.auth.principals import TokensFileError, load_tokens
 from turngate.service.config import Settings
 from turngate.service.operate.operations import Target
 
-ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"
 COMPOSE_FILES = ROOT / "deploy" / "compose"
 KUBERNETES = ROOT / "deploy" / "kubernetes"
 KUSTOMIZATION = KUBERNETES / "kustomization.yaml"
 # kubernetes-validate's bundled schemas: a fixed, recent version, so the check needs no network.
 KUBERNETES_VERSION = "1.35.0"
-TOOLS = Path(sys.executable).parent
 GRPC_PORT = 50051
 UID = 10001
 COMPOSE_REPLICAS = ("replica-a", "replica-b")
@@ -87,11 +84,6 @@ def _seconds(duration: str) -> float:
     assert parts is not None, f"not a duration: {duration!r}"
     minutes, seconds = (int(part or 0) for part in parts.groups())
     return minutes * 60.0 + seconds
-
-
-def run_tool(tool: str, *args: str) -> None:
-    ran = subprocess.run([str(TOOLS / tool), *args], cwd=ROOT, capture_output=True, text=True, check=False)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
 def _deployment_files() -> list[Path]:

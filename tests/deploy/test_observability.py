@@ -16,12 +16,11 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.contract.backends import REDIS_SERVER, delete_keyspace, unique_keyspace
-from tests.deploy.test_manifests import ROOT, run_tool
-from tests.e2e.calls import admit, complete, refused, stop
-from tests.e2e.processes import free_port, spawn_server
-from tests.telemetry.queueing import enqueue
-from tests.waiting import eventually
+from tests.support.calls import admit, complete, enqueue, refused, stop
+from tests.support.processes import free_port, spawn_server
+from tests.support.repository import ROOT, run_tool
+from tests.support.shared_redis import REDIS_SERVER, delete_keyspace, unique_keyspace
+from tests.support.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 OBSERVABILITY = ROOT / "deploy" / "observability"
@@ -118,7 +117,7 @@ async def test_every_metric_the_dashboard_and_rules_query_is_exposed_by_a_real_s
             client = served.client
             first = await admit(client, SESSION, "t1")
             await refused(admit(client, SESSION, "t-refused"))
-            await enqueue(client, SESSION, "t2")
+            await enqueue(client, SESSION, "t2", runner_id="r1")
             await complete(client, first.lease)
             await stop(client, SESSION, "t2", force=True)
 

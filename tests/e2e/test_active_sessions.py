@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from tests.e2e.calls import admit, stop
-from tests.e2e.servers import Client
+from tests.support.calls import admit, stop
+from tests.support.servers import Client
 from turngate.v1 import turngate_pb2 as pb
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.e2e.calls import (
+from tests.support.calls import (
     Gate,
     admission_refused,
     admit,
@@ -31,7 +31,7 @@ from tests.e2e.calls import (
     stop,
     wait_for_phase,
 )
-from tests.e2e.servers import Client
+from tests.support.servers import Client
 from turngate.service.core import Expire
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb

@@ -17,7 +17,7 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
-from tests.e2e.calls import (
+from tests.support.calls import (
     admit,
     complete,
     heartbeat,
@@ -29,7 +29,7 @@ from tests.e2e.calls import (
     state_of,
     stop,
 )
-from tests.e2e.servers import Client
+from tests.support.servers import Client
 from turngate.v1 import turngate_pb2 as pb
 
 LONG_ID = "a" * 129

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from alembic.script import ScriptDirectory
 
-from tests.e2e.processes import (
+from tests.support.processes import (
     PROCESS_TIMEOUT_S,
     TURNGATE,
     cli_env,
@@ -26,7 +26,7 @@ from tests.e2e.processes import (
     sqlite_file,
     sqlite_url,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from turngate.client import __version__
 from turngate.service.config import Settings
 from turngate.service.config_help import shown_default

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import grpc
 
-from tests.e2e.calls import snapshot
-from tests.e2e.servers import OwnServer
-from tests.e2e.watching import collect, ended, watch
+from tests.support.calls import snapshot
+from tests.support.servers import OwnServer
+from tests.support.watching import collect, ended, watch
 from turngate.v1 import turngate_pb2 as pb
 
 

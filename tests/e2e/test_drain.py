@@ -16,11 +16,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.e2e.calls import admit, complete, events_after, heartbeat, record_call
-from tests.e2e.processes import spawn_server
-from tests.e2e.servers import Client
-from tests.e2e.watching import collect, ended, watch
-from tests.waiting import eventually
+from tests.support.calls import admit, complete, events_after, heartbeat, record_call
+from tests.support.processes import spawn_server
+from tests.support.servers import Client
+from tests.support.waiting import eventually
+from tests.support.watching import collect, ended, watch
 from turngate.client.errors import transient
 from turngate.v1 import turngate_pb2 as pb
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import grpc
 
-from tests.e2e.processes import database, spawn_server, sqlite_file
-from tests.e2e.servers import Client
-from tests.waiting import eventually
+from tests.support.processes import database, spawn_server, sqlite_file
+from tests.support.servers import Client
+from tests.support.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 PROJECT = "p-crash"

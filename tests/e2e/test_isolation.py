@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from tests.e2e.calls import (
+from tests.support.calls import (
     admit,
     assert_reason,
     complete,
@@ -20,7 +20,7 @@ from tests.e2e.calls import (
     state_of,
     stop,
 )
-from tests.e2e.servers import Client
+from tests.support.servers import Client
 from turngate.v1 import turngate_pb2 as pb
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.e2e.calls import admit, snapshot
-from tests.e2e.loops import AT_ONCE, BreakableSweeps, server_restarting
-from tests.e2e.processes import SERVICES, SERVING, health_of, wait_for_health
-from tests.e2e.servers import settings_for
-from tests.waiting import eventually
+from tests.support.calls import admit, snapshot
+from tests.support.loops import AT_ONCE, BreakableSweeps, server_restarting
+from tests.support.processes import SERVICES, SERVING, health_of, wait_for_health
+from tests.support.servers import settings_for
+from tests.support.waiting import eventually
 from turngate.service.server import TurngateServer
 from turngate.service.supervise import Backoff
 from turngate.v1 import turngate_pb2 as pb

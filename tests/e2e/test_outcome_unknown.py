@@ -14,9 +14,9 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.e2e.calls import DOMAIN, admit, complete, enqueue, record_interaction, refusal_of, snapshot
-from tests.e2e.servers import Client
-from tests.seams import reply_lost, unreachable_before_writing
+from tests.support.calls import DOMAIN, admit, complete, enqueue, record_interaction, refusal_of, snapshot
+from tests.support.seams import reply_lost, unreachable_before_writing
+from tests.support.servers import Client
 from turngate.service.core import SessionKey
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.calls import (
+from tests.support.calls import (
     Gate,
     admission_refused,
     admissions,
@@ -36,8 +36,8 @@ from tests.e2e.calls import (
     stop,
     with_queue,
 )
-from tests.e2e.servers import Client
-from tests.e2e.watching import admits, collect, collect_until, dequeues, watch
+from tests.support.servers import Client
+from tests.support.watching import admits, collect, collect_until, dequeues, watch
 from turngate.service.core import Expire
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.calls import (
+from tests.support.calls import (
     Gate,
     admission_refused,
     admissions,
@@ -32,8 +32,8 @@ from tests.e2e.calls import (
     stop,
     with_queue,
 )
-from tests.e2e.servers import Client
-from tests.e2e.watching import collect, collect_until, dequeues, turn_of, watch
+from tests.support.servers import Client
+from tests.support.watching import collect, collect_until, dequeues, turn_of, watch
 from turngate.service.core import Admit, Cancel, ClearQueue, Command, Complete, Expire, ResumeQueue
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb

@@ -10,7 +10,7 @@ import asyncio
 import grpc
 import pytest
 
-from tests.e2e.calls import (
+from tests.support.calls import (
     Gate,
     admit,
     assert_reason,
@@ -28,7 +28,7 @@ from tests.e2e.calls import (
     snapshot,
     stop,
 )
-from tests.e2e.servers import Client
+from tests.support.servers import Client
 from turngate.service.core import Admit, Cancel, Complete, Expire, Heartbeat, ResolveInteraction
 from turngate.service.server import TurngateServer
 from turngate.service.watchdog import Watchdog

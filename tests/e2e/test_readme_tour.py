@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import TURNGATE, cli_env, free_port, spawn_server
 from tests.e2e.readme import ELIDED, Command, Tour, matches, normalised, tour
+from tests.support.processes import TURNGATE, cli_env, free_port, spawn_server
 
 ROOT = Path(__file__).resolve().parents[2]
 # How long a line or an exit may take: reached only when the test fails.

@@ -10,7 +10,7 @@ import time
 import grpc
 import pytest
 
-from tests.e2e.calls import (
+from tests.support.calls import (
     admit,
     assert_reason,
     complete,
@@ -27,7 +27,7 @@ from tests.e2e.calls import (
     state_of,
     stop,
 )
-from tests.e2e.servers import Client
+from tests.support.servers import Client
 from turngate.v1 import turngate_pb2 as pb
 
 MAX_PENDING_INTERACTIONS = 256

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.calls import (
+from tests.support.calls import (
     admit,
     complete,
     events_after,
@@ -20,9 +20,9 @@ from tests.e2e.calls import (
     state_of,
     wait_for_phase,
 )
-from tests.e2e.processes import database, dump, spawn_server
-from tests.e2e.servers import Client
-from tests.e2e.watching import collect, collect_until, settles, watch
+from tests.support.processes import database, dump, spawn_server
+from tests.support.servers import Client
+from tests.support.watching import collect, collect_until, settles, watch
 from turngate.v1 import turngate_pb2 as pb
 
 SESSION = pb.SessionRef(project_id="p-restart", session_id="s1")

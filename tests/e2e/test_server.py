@@ -16,8 +16,9 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.e2e.calls import admit, complete, snapshot, stop
-from tests.e2e.processes import (
+from tests.support.calls import admit, complete, snapshot, stop
+from tests.support.collector import Collector, collecting
+from tests.support.processes import (
     SERVICES,
     SERVING,
     database,
@@ -26,10 +27,9 @@ from tests.e2e.processes import (
     wait_for_health,
     write_locked,
 )
-from tests.e2e.servers import Client, OwnServer
-from tests.e2e.watching import collect, ended, watch
-from tests.telemetry.collector import Collector, collecting
-from tests.waiting import eventually
+from tests.support.servers import Client, OwnServer
+from tests.support.waiting import eventually
+from tests.support.watching import collect, ended, watch
 from turngate.service.core import SessionKey
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.server import TurngateServer

@@ -8,8 +8,7 @@ import asyncio
 
 import pytest
 
-from tests.e2e.calls import (
-    WAIT_TIMEOUT_S,
+from tests.support.calls import (
     admission_refused,
     admit,
     advance_store_clock,
@@ -26,7 +25,8 @@ from tests.e2e.calls import (
     stop,
     wait_for_phase,
 )
-from tests.e2e.servers import Client
+from tests.support.servers import Client
+from tests.support.waiting import WAIT_TIMEOUT_S
 from turngate.v1 import turngate_pb2 as pb
 
 TOMBSTONE_TTL_S = 600  # the `server` fixture's default: how long tombstones and request ids are kept

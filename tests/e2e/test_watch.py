@@ -10,8 +10,7 @@ import asyncio
 import grpc
 from google.rpc import error_details_pb2
 
-from tests.e2e.calls import (
-    WAIT_TIMEOUT_S,
+from tests.support.calls import (
     admit,
     complete,
     events_after,
@@ -24,8 +23,9 @@ from tests.e2e.calls import (
     state_of,
     stop,
 )
-from tests.e2e.servers import Client, OwnServer, client_for
-from tests.e2e.watching import (
+from tests.support.servers import Client, OwnServer, client_for
+from tests.support.waiting import WAIT_TIMEOUT_S, eventually
+from tests.support.watching import (
     act_out_turn,
     collect,
     collect_until,
@@ -36,7 +36,6 @@ from tests.e2e.watching import (
     watch,
     write_tool_calls,
 )
-from tests.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 WATCHERS = 100

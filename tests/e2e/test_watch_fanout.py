@@ -15,9 +15,9 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 
-from tests.e2e.calls import admit, complete, events_after, heartbeat, refusal_of, stop
-from tests.e2e.servers import Client, OwnServer, client_for
-from tests.e2e.watching import (
+from tests.support.calls import admit, complete, events_after, heartbeat, refusal_of, stop
+from tests.support.servers import Client, OwnServer, client_for
+from tests.support.watching import (
     STREAM_TIMEOUT_S,
     act_out_turn,
     collect,

@@ -18,12 +18,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.e2e.calls import admit, complete, stop
-from tests.e2e.processes import Spawned, free_port, serve_log, spawn_server
-from tests.e2e.servers import client_for
-from tests.e2e.watching import collect, watch
-from tests.replicas.cluster import REDIS_SERVER, prefix_on_shared_redis
-from tests.waiting import eventually
+from tests.support.calls import admit, complete, stop
+from tests.support.processes import Spawned, free_port, serve_log, spawn_server
+from tests.support.servers import client_for
+from tests.support.shared_redis import REDIS_SERVER, prefix_on_shared_redis
+from tests.support.waiting import eventually
+from tests.support.watching import collect, watch
 from turngate.v1 import turngate_pb2 as pb
 
 pytestmark = pytest.mark.redis

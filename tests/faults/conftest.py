@@ -16,7 +16,6 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.contract.backends import open_redis_store, unique_keyspace
 from tests.faults.deployments import (
     DURABLE_SETTINGS,
     FAILURE_TIMEOUT_MS,
@@ -29,7 +28,9 @@ from tests.faults.deployments import (
     Topology,
 )
 from tests.faults.servers import DurableRedis, PrivatePostgres, VolatileRedis
-from tests.topologies.servers import RedisCluster, RedisSentinel
+from tests.support.shared_redis import unique_keyspace
+from tests.support.stores import open_redis_store
+from tests.support.topologies import RedisCluster, RedisSentinel
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.store import RedisStore

@@ -1,6 +1,6 @@
 """The Redis deployments the fault tests fail, each behind one interface (`PrivateRedis`): a
 standalone redis-server of the test's own (servers.py), or a Redis Cluster or a primary with a
-replica behind Sentinel (tests/topologies/servers.py) that the tests of a run, or of a module,
+replica behind Sentinel (tests/support/topologies.py) that the tests of a run, or of a module,
 share.
 
 Each fault means the same on every topology, applied to every data node or every master:
@@ -26,9 +26,9 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from tests.contract.backends import REDIS_TIMEOUT_S
 from tests.faults.servers import PrivateRedisServer
-from tests.topologies.servers import RedisCluster, RedisProcess, RedisSentinel
+from tests.support.shared_redis import REDIS_TIMEOUT_S
+from tests.support.topologies import RedisCluster, RedisProcess, RedisSentinel
 from turngate.service.store.redis.connection import Client, connect
 
 Topology = Literal["standalone", "cluster", "sentinel"]

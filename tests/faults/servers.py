@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,17 +13,12 @@ from pathlib import Path
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from tests.support.processes import free_port
+
 # How long a server may take to start or stop: reached only when a test fails.
 START_TIMEOUT_S = 30
 # PostgreSQL refuses to run as root: as root, the server runs as this system user.
 POSTGRES_USER = "postgres"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 class PrivatePostgres:

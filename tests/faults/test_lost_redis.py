@@ -16,10 +16,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.contract.backends import REDIS_TIMEOUT_S, open_redis_store
-from tests.contract.projection import ledger_rows, log_of, marks, play_turn
 from tests.faults.deployments import PrivateRedis
-from tests.waiting import eventually
+from tests.support.projection import ledger_rows, log_of, marks, play_turn
+from tests.support.shared_redis import REDIS_TIMEOUT_S
+from tests.support.stores import open_redis_store
+from tests.support.waiting import eventually
 from turngate.service.core import Event, SessionKey, TurnOutcome
 from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ledger.reads import Ledger

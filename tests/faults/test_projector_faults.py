@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.contract.projection import (
+from tests.faults.deployments import PrivateRedis
+from tests.faults.servers import PrivatePostgres
+from tests.support.projection import (
     WAIT_TIMEOUT_S,
     commits_log,
     cursor_of,
@@ -28,9 +30,7 @@ from tests.contract.projection import (
     play_turn,
     stopped,
 )
-from tests.faults.deployments import PrivateRedis
-from tests.faults.servers import PrivatePostgres
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from turngate.service.core import SessionKey
 from turngate.service.ledger.projector import AfterCommit, LedgerProjector
 from turngate.service.sql.engine import make_engine

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.e2e.processes import SERVICES, SERVING, wait_for_health
-from tests.e2e.servers import running, settings_for
 from tests.faults.deployments import REFUSING_WRITES, PrivateRedis, Refusal, refusing_writes
+from tests.support.processes import SERVICES, SERVING, wait_for_health
+from tests.support.servers import running, settings_for
 
 pytestmark = pytest.mark.redis
 

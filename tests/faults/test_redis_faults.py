@@ -12,17 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract.backends import (
-    REDIS_TIMEOUT_S,
-    RedisContents,
-    open_redis_store,
-    redis_contents,
-    stream_entries,
-)
-from tests.contract.sessions import KEY, LEASE, admit, open_call
-from tests.e2e.processes import free_port
 from tests.faults.deployments import REFUSING, REFUSING_WRITES, PrivateRedis, Refusal, refusing_writes
-from tests.waiting import eventually
+from tests.support.commands import KEY, LEASE, admit, open_call
+from tests.support.processes import free_port
+from tests.support.shared_redis import REDIS_TIMEOUT_S
+from tests.support.stores import RedisContents, open_redis_store, redis_contents, stream_entries
+from tests.support.waiting import eventually
 from turngate.service.core import (
     Admit,
     Command,

@@ -8,19 +8,17 @@ import hashlib
 import re
 import tomllib
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trove_classifiers
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import Version
 from ruamel.yaml import YAML
 
+from tests.support.repository import ROOT, pins_of_constraints
 from turngate.v1 import turngate_pb2
 
-ROOT = Path(__file__).resolve().parents[2]
 PROJECTS = {"turngate": ROOT / "pyproject.toml", "turngate-client": ROOT / "clients" / "pyproject.toml"}
 # sha256 of the Apache License 2.0's terms, from its first line to "END OF TERMS AND CONDITIONS",
 # as apache.org publishes them (LICENSE-2.0.txt, whose whole-file sha256 is cfc7749b…d30).
@@ -55,15 +53,6 @@ def _requirements() -> list[Requirement]:
         for extra in project.get("optional-dependencies", {}).values():
             texts += extra
     return [Requirement(text) for text in texts]
-
-
-def pins_of_constraints() -> dict[str, Version]:
-    pins: dict[str, Version] = {}
-    for text in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
-        if line := text.partition("#")[0].strip():  # a pin may end in a comment
-            name, _, version = line.partition("==")
-            pins[canonicalize_name(name)] = Version(version)
-    return pins
 
 
 def _installed_closure(roots: list[Requirement]) -> set[str]:

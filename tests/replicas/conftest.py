@@ -9,25 +9,12 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from tests.e2e.processes import Spawned
-from tests.e2e.servers import Client
-from tests.postgres import postgres_database, postgres_url
-from tests.replicas.cluster import (
-    REDIS_SERVER,
-    REDIS_TIMEOUT_S,
-    Deployment,
-    assert_no_tracebacks,
-    delete_prefix,
-    new_session,
-    replicas,
-    unique_prefix,
-)
-from tests.topologies.fixtures import (  # noqa: F401  (fixtures)
-    TOPOLOGIES,
-    redis_cluster,
-    redis_sentinel,
-    shared_topology_url,
-)
+from tests.support.postgres import postgres_database, postgres_url
+from tests.support.processes import Spawned
+from tests.support.replicas import Deployment, assert_no_tracebacks, new_session, replicas
+from tests.support.servers import Client
+from tests.support.shared_redis import REDIS_SERVER, REDIS_TIMEOUT_S, delete_prefix, unique_prefix
+from tests.support.shared_topologies import TOPOLOGIES, shared_topology_url
 from turngate.service.store.redis.connection import Client as RedisClient
 from turngate.service.store.redis.connection import connect
 from turngate.v1 import turngate_pb2 as pb

@@ -18,21 +18,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.e2e.calls import admit, get_turn, heartbeat
-from tests.e2e.processes import connect, free_port
-from tests.e2e.servers import Client, client_for
-from tests.postgres import postgres_database, postgres_url
-from tests.replicas.cluster import (
-    PROJECT,
-    REDIS_TIMEOUT_S,
-    Deployment,
-    assert_no_tracebacks,
-    delete_prefix,
-    micros,
-    new_session,
-    unique_prefix,
-)
-from tests.waiting import eventually
+from tests.support.calls import admit, get_turn, heartbeat
+from tests.support.logs import micros
+from tests.support.postgres import postgres_database, postgres_url
+from tests.support.processes import connect, free_port
+from tests.support.replicas import PROJECT, Deployment, assert_no_tracebacks, new_session
+from tests.support.servers import Client, client_for
+from tests.support.shared_redis import REDIS_TIMEOUT_S, delete_prefix, unique_prefix
+from tests.support.waiting import eventually
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.connection import connect as connect_redis
 from turngate.v1 import turngate_pb2 as pb

@@ -12,7 +12,7 @@ import grpc
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from tests.e2e.calls import (
+from tests.support.calls import (
     admissions,
     complete,
     enqueue,
@@ -24,20 +24,26 @@ from tests.e2e.calls import (
     stop,
     with_queue,
 )
-from tests.e2e.servers import Client
-from tests.e2e.watching import Watch, admits, collect, collect_until, ended, settles, watch
-from tests.postgres import postgres_url
-from tests.replicas.cluster import (
+from tests.support.logs import ledger_logs, wait_for_ledger
+from tests.support.postgres import postgres_url
+from tests.support.replicas import (
     Deployment,
     acting_through,
     assert_no_tracebacks,
-    delete_prefix,
     key_of,
-    ledger_logs,
     new_session,
     replicas,
-    unique_prefix,
-    wait_for_ledger,
+)
+from tests.support.servers import Client
+from tests.support.shared_redis import delete_prefix, unique_prefix
+from tests.support.watching import (
+    Watch,
+    admits,
+    collect,
+    collect_until,
+    ended,
+    settles,
+    watch,
     watch_from_start,
 )
 from turngate.service.sql.migrate import migrate

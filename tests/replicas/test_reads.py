@@ -13,23 +13,21 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.e2e.calls import admit, complete, get_turn, record_call, record_interaction, resolve, snapshot
-from tests.e2e.servers import Client
-from tests.e2e.watching import collect, watch
-from tests.postgres import postgres_address, postgres_url
-from tests.replicas.cluster import (
+from tests.replicas.late_servers import TcpForwarder
+from tests.support.calls import admit, complete, get_turn, record_call, record_interaction, resolve, snapshot
+from tests.support.logs import ledger_logs, wait_for_ledger
+from tests.support.postgres import postgres_address, postgres_url
+from tests.support.replicas import (
     Deployment,
-    TcpForwarder,
     acting_through,
     assert_no_tracebacks,
-    delete_prefix,
     key_of,
-    ledger_logs,
     new_session,
     replicas,
-    unique_prefix,
-    wait_for_ledger,
 )
+from tests.support.servers import Client
+from tests.support.shared_redis import delete_prefix, unique_prefix
+from tests.support.watching import collect, watch
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.connection import Client as RedisClient
 from turngate.v1 import turngate_pb2 as pb

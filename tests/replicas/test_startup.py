@@ -13,28 +13,16 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.e2e.calls import admit, get_turn, refused
-from tests.e2e.processes import SERVICES, connect, free_port, health_of
-from tests.e2e.servers import Client, client_for
-from tests.e2e.watching import act_out_turn, collect_until, settles
-from tests.postgres import postgres_address, postgres_url
-from tests.replicas.cluster import (
-    REDIS_SERVER,
-    Deployment,
-    PrivateRedis,
-    TcpForwarder,
-    assert_no_tracebacks,
-    cancelled,
-    delete_prefix,
-    health_reaches,
-    key_of,
-    ledger_logs,
-    logged,
-    new_session,
-    unique_prefix,
-    wait_for_ledger,
-    watch_from_start,
-)
+from tests.replicas.late_servers import PrivateRedis, TcpForwarder
+from tests.support.calls import admit, get_turn, refused
+from tests.support.logs import ledger_logs, logged, wait_for_ledger
+from tests.support.postgres import postgres_address, postgres_url
+from tests.support.processes import SERVICES, connect, free_port, health_of, health_reaches
+from tests.support.replicas import Deployment, assert_no_tracebacks, key_of, new_session
+from tests.support.servers import Client, client_for
+from tests.support.shared_redis import REDIS_SERVER, delete_prefix, unique_prefix
+from tests.support.waiting import cancelled
+from tests.support.watching import act_out_turn, collect_until, settles, watch_from_start
 from turngate.v1 import turngate_pb2 as pb
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]

@@ -14,8 +14,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis.asyncio import Redis
 
-from tests.e2e.calls import admit, get_turn
-from tests.e2e.processes import (
+from tests.support.calls import admit, get_turn
+from tests.support.postgres import postgres_url
+from tests.support.processes import (
     PROCESS_TIMEOUT_S,
     SERVING,
     Spawned,
@@ -25,17 +26,10 @@ from tests.e2e.processes import (
     serve_log,
     spawn_server,
 )
-from tests.e2e.servers import Client
-from tests.postgres import postgres_url
-from tests.replicas.cluster import (
-    REDIS_SERVER,
-    Deployment,
-    assert_no_tracebacks,
-    delete_prefix,
-    new_session,
-    poll_until,
-    unique_prefix,
-)
+from tests.support.replicas import Deployment, assert_no_tracebacks, new_session
+from tests.support.servers import Client
+from tests.support.shared_redis import REDIS_SERVER, delete_prefix, unique_prefix
+from tests.support.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -97,14 +91,14 @@ async def logged(log: Path, text: str) -> None:
     async def written() -> bool:
         return holds(log, text)
 
-    await poll_until(written, PROCESS_TIMEOUT_S)
+    await eventually(written, timeout_s=PROCESS_TIMEOUT_S)
 
 
 async def serving(client: Client) -> None:
     async def says_so() -> bool:
         return bool(await health(client) == SERVING)
 
-    await poll_until(says_so, PROCESS_TIMEOUT_S)
+    await eventually(says_so, timeout_s=PROCESS_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("first", KINDS)

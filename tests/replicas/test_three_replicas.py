@@ -15,8 +15,7 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.e2e.calls import (
-    WAIT_TIMEOUT_S,
+from tests.support.calls import (
     admit,
     assert_reason,
     complete,
@@ -29,24 +28,19 @@ from tests.e2e.calls import (
     stop,
     wait_for_phase,
 )
-from tests.e2e.servers import Client
-from tests.e2e.watching import Watch, act_out_turn, admits, collect_until, seqs, settles, watch
-from tests.replicas.cluster import (
-    BUCKETS,
-    PROJECT,
-    REDIS_SERVER,
-    REDIS_TIMEOUT_S,
-    Deployment,
-    acting_through,
-    cancelled,
-    delete_prefix,
-    gapless,
-    key_of,
-    logged,
-    new_session,
-    serialized,
-    unique_prefix,
-    wait_for_ledger,
+from tests.support.logs import gapless, logged, serialized, wait_for_ledger
+from tests.support.replicas import BUCKETS, PROJECT, Deployment, acting_through, key_of, new_session
+from tests.support.servers import Client
+from tests.support.shared_redis import REDIS_SERVER, REDIS_TIMEOUT_S, delete_prefix, unique_prefix
+from tests.support.waiting import WAIT_TIMEOUT_S, cancelled
+from tests.support.watching import (
+    Watch,
+    act_out_turn,
+    admits,
+    collect_until,
+    seqs,
+    settles,
+    watch,
     watch_from_start,
 )
 from turngate.client.tasks import cancel_all

@@ -1,26 +1,22 @@
 """SDK tests: a real turngate on a real port (SQLite in a temp dir), shared per test session,
-and an SDK client per test whose calls a `Wire` counts."""
+and an SDK client per test whose calls a `Wire` counts. (`own_server` is tests/support/served.py's.)"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.e2e.servers import Client as Raw
-from tests.e2e.servers import running, settings_for
 from tests.sdk.wire import Wire
-from turngate.client import Backoff, Client
+from tests.support.backoff import FAST
+from tests.support.servers import Client as Raw
+from tests.support.servers import running, settings_for
+from turngate.client import Client
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 
 PROJECT = "p-sdk"
-# Retries and reconnections at test speed (the defaults start at 50 ms and cap at 2 s).
-FAST = Backoff(initial=0.02, maximum=0.2)
-
-OwnServer = Callable[..., AbstractAsyncContextManager[tuple[TurngateServer, Raw]]]
 
 
 @pytest.fixture(scope="session")
@@ -61,13 +57,3 @@ def wire() -> Wire:
 async def client(target: str, wire: Wire) -> AsyncIterator[Client]:
     async with Client(target, PROJECT, interceptors=wire.interceptors, backoff=FAST, call_timeout=2.0) as sdk:
         yield sdk
-
-
-@pytest.fixture
-def own_server(tmp_path_factory: pytest.TempPathFactory) -> OwnServer:
-    """A server of the test's own with `settings_for` overrides."""
-
-    def start(**overrides: object) -> AbstractAsyncContextManager[tuple[TurngateServer, Raw]]:
-        return asynccontextmanager(running)(settings_for(str(tmp_path_factory.mktemp("own")), **overrides))
-
-    return start

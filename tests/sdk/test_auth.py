@@ -1,5 +1,5 @@
 """The SDK with bearer tokens against a real server that requires them (the principals of
-tests/security/principals.py): the token goes with every call, watch streams included; no token,
+tests/support/principals.py): the token goes with every call, watch streams included; no token,
 an unknown one, another project or a missing role are typed errors sent once, never retried; a
 runner principal cannot take over, or write, a turn admitted to another one, and a turn whose
 writes are refused so is abandoned without a retried write."""
@@ -16,10 +16,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.e2e.servers import running, settings_for
-from tests.sdk.conftest import FAST, OwnServer
 from tests.sdk.wire import Wire
-from tests.security.principals import (
+from tests.support.backoff import FAST
+from tests.support.principals import (
     ADMIN,
     EVERYONE,
     GATEWAY_A,
@@ -32,7 +31,8 @@ from tests.security.principals import (
     tokens_toml,
     write_tokens,
 )
-from tests.waiting import eventually
+from tests.support.servers import OwnServer, running, settings_for
+from tests.support.waiting import eventually
 from turngate.client import (
     AdmissionRefused,
     Cancelled,

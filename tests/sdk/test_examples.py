@@ -12,11 +12,11 @@ from types import ModuleType
 
 import pytest
 
-from tests.e2e.calls import get_turn, snapshot
-from tests.e2e.processes import PROCESS_TIMEOUT_S, cli_env, free_port
-from tests.e2e.servers import Client as Raw
 from tests.sdk.conftest import PROJECT
-from tests.waiting import eventually
+from tests.support.calls import get_turn, snapshot
+from tests.support.processes import PROCESS_TIMEOUT_S, cli_env, free_port
+from tests.support.servers import Client as Raw
+from tests.support.waiting import eventually
 from turngate.client.defaults import DEFAULT_PROJECT, DEFAULT_TARGET
 from turngate.service.operate.operations import Target
 from turngate.v1 import turngate_pb2 as pb

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from tests.e2e.calls import admit, complete, events_after, kinds, settlements, wait_for_phase
-from tests.e2e.servers import Client as Raw
 from tests.sdk.wire import Wire
+from tests.support.calls import admit, complete, events_after, kinds, settlements, wait_for_phase
+from tests.support.servers import Client as Raw
 from turngate.client import (
     Cancelled,
     Client,

@@ -12,11 +12,12 @@ from collections.abc import Callable
 import grpc
 import pytest
 
-from tests.e2e.calls import admit, complete, enqueue, snapshot
-from tests.e2e.servers import Client as Raw
-from tests.sdk.conftest import FAST, PROJECT
+from tests.sdk.conftest import PROJECT
 from tests.sdk.wire import Wire
-from tests.seams import reply_lost
+from tests.support.backoff import FAST
+from tests.support.calls import admit, complete, enqueue, snapshot
+from tests.support.seams import reply_lost
+from tests.support.servers import Client as Raw
 from turngate.client import (
     Cancelled,
     Client,

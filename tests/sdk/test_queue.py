@@ -10,11 +10,11 @@ from typing import TypeVar
 
 import pytest
 
-from tests.e2e.calls import admit, complete, events_after
-from tests.e2e.servers import Client as Raw
-from tests.sdk.waiters import Waiter
 from tests.sdk.wire import Wire
-from tests.waiting import WAIT_TIMEOUT_S, eventually
+from tests.support.calls import admit, complete, events_after
+from tests.support.servers import Client as Raw
+from tests.support.waiters import Waiter
+from tests.support.waiting import WAIT_TIMEOUT_S, eventually
 from turngate.client import (
     ActiveTurnMismatch,
     AdmissionMode,

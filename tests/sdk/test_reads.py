@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.calls import admit, complete
-from tests.e2e.servers import Client as Raw
+from tests.support.calls import admit, complete
+from tests.support.servers import Client as Raw
 from turngate.client import Client, InvalidRequest, NotFound, SessionPhase, TurnOutcome
 from turngate.v1 import turngate_pb2 as pb
 

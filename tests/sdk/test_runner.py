@@ -9,10 +9,22 @@ import time
 
 import pytest
 
-from tests.e2e.calls import admit, complete, events_after, get_turn, kinds, settlements, stop, wait_for_phase
-from tests.e2e.servers import Client as Raw
+from tests.sdk.conftest import PROJECT
 from tests.sdk.wire import Wire
-from tests.waiting import eventually
+from tests.support.backoff import FAST
+from tests.support.calls import (
+    admit,
+    complete,
+    events_after,
+    get_turn,
+    kinds,
+    settlements,
+    stop,
+    wait_for_phase,
+)
+from tests.support.servers import Client as Raw
+from tests.support.servers import OwnServer
+from tests.support.waiting import eventually
 from turngate.client import (
     AdmissionRefused,
     Client,
@@ -26,7 +38,6 @@ from turngate.client import (
     TurnOwnedByOtherRunner,
     TurnPhase,
 )
-from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 
 # Stop must reach the runner by push, long before the first heartbeat (lease 30 s: every 10 s).
@@ -302,28 +313,33 @@ async def test_a_replayed_admission_renews_the_lease_at_once(
 
 
 async def test_cancelling_the_runners_task_records_cancelled_and_ends_heartbeats_and_watch(
-    client: Client, raw: Raw, ref: pb.SessionRef, sdk_served: tuple[TurngateServer, Raw]
+    ref: pb.SessionRef, own_server: OwnServer
 ) -> None:
-    hub = sdk_served[0].hub
-    watchers = hub.watchers
-    entered = asyncio.Event()
+    """On a server of its own: its count of open watch streams is this test's alone (on the
+    shared one, a stream another test closed may still be ending)."""
+    async with (
+        own_server() as (server, raw),
+        Client(f"127.0.0.1:{server.port}", PROJECT, backoff=FAST, call_timeout=2.0) as client,
+    ):
+        hub = server.hub
+        entered = asyncio.Event()
 
-    async def agent() -> None:
-        async with client.runner("r1").turn(ref.session_id, "t1"):
-            entered.set()
-            await asyncio.sleep(60)
+        async def agent() -> None:
+            async with client.runner("r1").turn(ref.session_id, "t1"):
+                entered.set()
+                await asyncio.sleep(60)
 
-    def background() -> list[str]:
-        names = [str(getattr(t.get_coro(), "__qualname__", "")) for t in asyncio.all_tasks()]
-        return [name for name in names if name.startswith("Turn.")]
+        def background() -> list[str]:
+            names = [str(getattr(t.get_coro(), "__qualname__", "")) for t in asyncio.all_tasks()]
+            return [name for name in names if name.startswith("Turn.")]
 
-    task = asyncio.create_task(agent())
-    await entered.wait()
-    assert (sorted(background()), hub.watchers) == (["Turn._follow", "Turn._heartbeats"], watchers + 1)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+        task = asyncio.create_task(agent())
+        await entered.wait()
+        assert (sorted(background()), hub.watchers) == (["Turn._follow", "Turn._heartbeats"], 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
 
-    assert (await get_turn(raw, ref, "t1")).outcome == pb.TURN_OUTCOME_CANCELLED
-    assert background() == []
-    await eventually(lambda: hub.watchers == watchers)
+        assert (await get_turn(raw, ref, "t1")).outcome == pb.TURN_OUTCOME_CANCELLED
+        assert background() == []
+        await eventually(lambda: hub.watchers == 0)

@@ -8,9 +8,10 @@ from itertools import islice
 
 import pytest
 
-from tests.e2e.calls import events_after, get_turn, kinds
-from tests.e2e.servers import Client as Raw
-from tests.sdk.conftest import FAST, PROJECT
+from tests.sdk.conftest import PROJECT
+from tests.support.backoff import FAST
+from tests.support.calls import events_after, get_turn, kinds
+from tests.support.servers import Client as Raw
 from turngate.client import Cancelled, TurnOutcome
 from turngate.client.sync import Client
 from turngate.v1 import turngate_pb2 as pb

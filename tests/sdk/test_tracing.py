@@ -8,10 +8,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.e2e.calls import events_after, settlements
-from tests.e2e.servers import Client as Raw
-from tests.sdk.conftest import FAST, PROJECT
-from tests.waiting import eventually
+from tests.sdk.conftest import PROJECT
+from tests.support.backoff import FAST
+from tests.support.calls import events_after, settlements
+from tests.support.servers import Client as Raw
+from tests.support.waiting import eventually
 from turngate.client import Client, SessionBusy
 from turngate.v1 import turngate_pb2 as pb
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.e2e.calls import admit, complete, record_call
-from tests.e2e.processes import free_port, spawn_server
-from tests.e2e.servers import Client as Raw
-from tests.e2e.watching import STREAM_TIMEOUT_S, write_tool_calls
-from tests.sdk.conftest import FAST, PROJECT, OwnServer
+from tests.sdk.conftest import PROJECT
 from tests.sdk.wire import Wire
-from tests.waiting import eventually
+from tests.support.backoff import FAST
+from tests.support.calls import admit, complete, record_call
+from tests.support.processes import free_port, spawn_server
+from tests.support.servers import Client as Raw
+from tests.support.servers import OwnServer
+from tests.support.waiting import eventually
+from tests.support.watching import STREAM_TIMEOUT_S, write_tool_calls
 from turngate.client import Client, Event, SessionSnapshot, Watch
 from turngate.v1 import turngate_pb2 as pb
 

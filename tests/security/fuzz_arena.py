@@ -21,11 +21,11 @@ from google.protobuf.message_factory import GetMessageClass
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from tests.e2e.servers import Client, client_for
-from tests.security import fuzz_h2
 from tests.security.fuzz_invariants import Metadata, Steady, check_session
 from tests.security.fuzz_strategies import ID_LIMIT, KIB, Vocabulary
 from tests.security.fuzz_wire import Body, Long, encode, prefix
+from tests.support import bare_h2
+from tests.support.servers import Client, client_for
 from turngate.client.auth import metadata_interceptors
 from turngate.service.core.limits import ID_PATTERN
 from turngate.v1 import turngate_pb2 as pb
@@ -123,7 +123,7 @@ async def _first(call: grpc.aio.UnaryStreamCall[bytes, bytes], quiet_after: floa
 
 async def send_h2(port: int, path: str, body: bytes, metadata: list[tuple[bytes, bytes]]) -> Answer:
     async with asyncio.timeout(CALL_TIMEOUT_S):
-        answer = await fuzz_h2.call(port, path, body, metadata)
+        answer = await bare_h2.call(port, path, body, metadata)
     if answer.reset is not None or b"grpc-status" not in answer.headers:
         return Answer(grpc.StatusCode.UNKNOWN, f"no grpc-status; HTTP/2 error {answer.reset}")
     number = int(answer.headers[b"grpc-status"])

@@ -9,8 +9,8 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tests.e2e.calls import events_after, snapshot
-from tests.e2e.servers import Client
+from tests.support.calls import events_after, snapshot
+from tests.support.servers import Client
 from turngate.v1 import turngate_pb2 as pb
 
 REPLAY_WINDOW = 900  # below the default event_retention (1,000), so replays never resync

@@ -11,8 +11,8 @@ from contextlib import asynccontextmanager
 
 from redis.asyncio import Redis
 
-from tests.postgres import postgres_database, postgres_url
-from tests.replicas.cluster import delete_prefix
+from tests.support.postgres import postgres_database, postgres_url
+from tests.support.shared_redis import delete_prefix
 
 REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 BACKENDS = ("sqlite", "postgresql", "redis")

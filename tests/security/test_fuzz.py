@@ -26,38 +26,31 @@ import grpc
 import pytest
 from google.protobuf.descriptor import MethodDescriptor
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.e2e.servers import running, settings_for
 from tests.security.fuzz_arena import CALL_TIMEOUT_S, QUIET_WATCH_S, Arena, arena, check_answer
-from tests.security.fuzz_h2 import MAX_BODY
 from tests.security.fuzz_invariants import Metadata
+from tests.security.fuzz_settings import FUZZ, PROFILE, SECRET_LENGTH, THOROUGH
 from tests.security.fuzz_stores import backend
 from tests.security.fuzz_strategies import KIB, MAX_MESSAGE, METHODS, Requests, Vocabulary, trace_metadata
 from tests.security.fuzz_wire import strings
-from tests.security.principals import ADMIN, EVERYONE, PROJECT_A, PROJECT_B, RUNNER_A, RUNNER_B, Named, bearer
+from tests.support.bare_h2 import MAX_BODY
+from tests.support.principals import ADMIN, EVERYONE, PROJECT_A, PROJECT_B, RUNNER_A, RUNNER_B, Named, bearer
+from tests.support.servers import running, settings_for
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
-PROFILE = os.environ.get("TURNGATE_HYPOTHESIS_PROFILE", "turngate-unit")
 BACKEND = os.environ.get("TURNGATE_FUZZ_BACKEND", "sqlite")
-THOROUGH = PROFILE == "turngate-thorough"
 EXAMPLES_PER_RPC = 400 if THOROUGH else 25
 AUTH_EXAMPLES = 2_000 if THOROUGH else 120
 pytestmark = pytest.mark.timeout(3_600 if THOROUGH else 120)
-# Examples are real RPCs (some with huge strings), so they are slow and large by design.
-FUZZ = settings(
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
 
 OPEN = Vocabulary(projects=("p-fuzz", "p-fuzz-b"))
 GUARDED = Vocabulary(projects=(PROJECT_A, PROJECT_B), sessions=("fz-s1", "fz-s2"))
 METADATA_SOFT_LIMIT = 8 * KIB  # grpc's default: larger metadata may be refused RESOURCE_EXHAUSTED
 TOKENS = tuple(named.token.encode() for named in EVERYONE)
-SECRET_LENGTH = 24  # a header value this long is a would-be token: no answer may echo it
 
 
 def _metadata(named: Named) -> Metadata:
@@ -78,7 +71,7 @@ async def open_arena(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
 
 @pytest.fixture(scope="module")
 async def guarded_arena(guarded: TurngateServer) -> AsyncIterator[Arena]:
-    """The server of tests/security/conftest.py (bearer tokens required); each project's runner
+    """The server of tests/support/guarded.py (bearer tokens required); each project's runner
     admits the pool's turns, the admin checks."""
     runners = {PROJECT_A: _metadata(RUNNER_A), PROJECT_B: _metadata(RUNNER_B)}
     async with arena(guarded.port, GUARDED, _metadata(ADMIN), runners) as fuzzed:

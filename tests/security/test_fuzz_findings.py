@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from google.protobuf.message import Message
 
-from tests.e2e.calls import admit, record_interaction, refused
-from tests.e2e.servers import Client, running, settings_for
 from tests.security.fuzz_stores import fresh_database
+from tests.support.calls import admit, record_interaction, refused
+from tests.support.servers import Client, running, settings_for
 from turngate.service.api import parse
 from turngate.service.api.fields import InvalidArgument
 from turngate.service.api.policy import Policy

@@ -7,7 +7,7 @@ nothing is logged at ERROR (no traceback), and both servers keep serving. One se
 authentication off (loopback host names only), the other requires tokens: there a valid token
 rides along unless the fuzzed header is the token itself.
 
-Examples follow TURNGATE_HYPOTHESIS_PROFILE, as tests/security/test_fuzz.py's."""
+Examples follow TURNGATE_HYPOTHESIS_PROFILE, as tests/security/test_fuzz.py's (fuzz_settings.py)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.e2e.servers import running, settings_for
+from tests.security.fuzz_settings import FUZZ, SECRET_LENGTH, THOROUGH
 from tests.security.fuzz_strategies import HTTP_HEADERS, METHODS, connect_json, header_values
-from tests.security.principals import ADMIN, bearer
-from tests.security.test_fuzz import FUZZ, SECRET_LENGTH, THOROUGH
-from tests.web.sockets import WIRES, post
+from tests.support.principals import ADMIN, bearer
+from tests.support.servers import running, settings_for
+from tests.support.sockets import WIRES, post
 from turngate.service.server import TurngateServer
 
 EXAMPLES_PER_WIRE = 1_000 if THOROUGH else 60

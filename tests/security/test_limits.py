@@ -13,11 +13,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.e2e.calls import admit, assert_reason, record_call, record_interaction, refused, stop
-from tests.e2e.servers import Client, client_for, running, settings_for
 from tests.security.freezer import Freezer
-from tests.security.principals import ADMIN, GATEWAY_A, PROJECT_A, WATCHER_A, bearer, client_as, write_tokens
-from tests.waiting import eventually
+from tests.support.calls import admit, assert_reason, record_call, record_interaction, refused, stop
+from tests.support.principals import ADMIN, GATEWAY_A, PROJECT_A, WATCHER_A, bearer, client_as, write_tokens
+from tests.support.servers import Client, client_for, running, settings_for
+from tests.support.waiting import eventually
 from turngate.service.core import Command, Heartbeat, SessionKey
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb

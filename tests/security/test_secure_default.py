@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tests.e2e.calls import admit
-from tests.e2e.processes import free_port, run_cli, spawn_server
-from tests.security.principals import write_tokens
+from tests.support.calls import admit
+from tests.support.principals import write_tokens
+from tests.support.processes import free_port, run_cli, spawn_server
 from turngate.service.config import Settings
 from turngate.v1 import turngate_pb2 as pb
 

@@ -23,11 +23,12 @@ from connectrpc.errors import ConnectError
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf.duration_pb2 import Duration
 
-from tests.e2e.calls import admit, refused, seconds
-from tests.e2e.processes import run_cli
-from tests.e2e.servers import running, settings_for
-from tests.security.principals import (
+from tests.security.access_calls import DENIED, SAMPLES, TRANSPORTS, call, call_over, short
+from tests.support.calls import admit, refused, seconds
+from tests.support.http_calls import http_client, status, stream
+from tests.support.principals import (
     ADMIN,
+    CURRENT,
     EVERYONE,
     GATEWAY_A,
     GATEWAY_B,
@@ -38,10 +39,11 @@ from tests.security.principals import (
     Named,
     bearer,
     client_as,
+    keys_toml,
     write_tokens,
 )
-from tests.security.test_access import DENIED, SAMPLES, TRANSPORTS, call, call_over, short
-from tests.web.calls import http_client, status, stream
+from tests.support.processes import run_cli
+from tests.support.servers import running, settings_for
 from turngate.client import Client, PermissionDenied, SessionTokenScope
 from turngate.service.auth.access import ROLES, SCOPES
 from turngate.service.auth.principals import Scope, entry_id, token_digest
@@ -49,7 +51,6 @@ from turngate.service.auth.session_tokens import KeysFileError, load_keys
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 
-CURRENT = ("k-current", b"c" * 32)
 PREVIOUS = ("k-previous", b"p" * 32)
 STRANGER = b"s" * 32
 SESSION = pb.SessionRef(project_id=PROJECT_A, session_id="s-matrix")  # the sessions SAMPLES name
@@ -59,13 +60,6 @@ CANCEL = "/turngate.v1.ControlService/CancelTurn"
 MINT = "/turngate.v1.ControlService/MintSessionToken"
 LIST_ACTIVE = "/turngate.v1.SessionService/ListActiveSessions"
 ADMISSION = sorted(method for method in ROLES if "/turngate.v1.AdmissionService/" in method)
-
-
-def keys_toml(*keys: tuple[str, bytes]) -> str:
-    return "".join(
-        f'[[keys]]\nid = "{kid}"\nsecret = "{base64.urlsafe_b64encode(secret).decode()}"\n'
-        for kid, secret in keys
-    )
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.e2e.processes import run_cli
-from tests.e2e.servers import running, settings_for
-from tests.security.certs import Pki, make_pki, tls_settings
-from tests.security.principals import GATEWAY_A, PROJECT_A, RUNNER_A
+from tests.support.certs import Pki, make_pki, tls_settings
+from tests.support.principals import GATEWAY_A, PROJECT_A, RUNNER_A
+from tests.support.processes import run_cli
+from tests.support.servers import running, settings_for
 from turngate.client import (
     Backoff,
     Client,
@@ -42,7 +42,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 async def tls_port(
     tmp_path_factory: pytest.TempPathFactory, pki: Pki, tokens_file: Path
 ) -> AsyncIterator[int]:
-    """TLS, and bearer tokens (tests/security/principals.py)."""
+    """TLS, and bearer tokens (tests/support/principals.py)."""
     async for server, _ in running(
         tls_settings(str(tmp_path_factory.mktemp("tls")), pki, auth_file=tokens_file)
     ):

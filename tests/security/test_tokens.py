@@ -12,9 +12,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.e2e.calls import admit, stop
-from tests.e2e.processes import free_port, run_cli, spawn_server
-from tests.security.principals import (
+from tests.support.calls import admit, stop
+from tests.support.principals import (
     ADMIN,
     EVERYONE,
     GATEWAY_A,
@@ -24,7 +23,8 @@ from tests.security.principals import (
     client_as,
     write_tokens,
 )
-from tests.waiting import eventually
+from tests.support.processes import free_port, run_cli, spawn_server
+from tests.support.waiting import eventually
 from turngate.service.auth.principals import Principal, Role, TokensFileError, load_tokens
 from turngate.v1 import turngate_pb2 as pb
 

@@ -5,34 +5,58 @@ them, which therefore trace and count."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import grpc
 import pytest
 from opentelemetry import metrics, trace
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
+from opentelemetry.metrics import _internal as metrics_internal
+from opentelemetry.metrics._internal import _ProxyMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import ProxyTracerProvider
+from opentelemetry.util._once import Once
 
-from tests.e2e.conftest import own_server as own_server
-from tests.e2e.servers import Client, client_for, running, settings_for
+from tests.support.servers import Client, client_for, running, settings_for
 from tests.telemetry.recorded import Recorded
 from turngate.service.server import TurngateServer
+from turngate.service.telemetry import metrics as service_metrics
 from turngate.v1 import turngate_pb2 as pb
 
 
-@pytest.fixture(scope="session")
-def installed() -> Recorded:
+@pytest.fixture(scope="package")
+def installed() -> Iterator[Recorded]:
+    """The providers, installed for the tests of this directory, and uninstalled after them: the
+    tests of other directories that run in this process after them (in any order, under xdist)
+    see no provider, so their clients and servers trace nothing."""
     recorded = Recorded(InMemorySpanExporter(), InMemoryMetricReader())
     tracer_provider = TracerProvider()
     # Exported as each span ends, so a test sees a span as soon as it has ended.
     tracer_provider.add_span_processor(SimpleSpanProcessor(recorded.spans))
+    meter_provider = MeterProvider(metric_readers=[recorded.reader])
     trace.set_tracer_provider(tracer_provider)
-    metrics.set_meter_provider(MeterProvider(metric_readers=[recorded.reader]))
-    return recorded
+    metrics.set_meter_provider(meter_provider)
+    yield recorded
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+    _uninstall()
+
+
+def _uninstall() -> None:
+    """Leaves the process as it was before any provider was set, as OpenTelemetry's own test
+    utilities (opentelemetry-test-utils' reset_*_globals) do; and forgets the instruments the
+    service made on the meter provider, which the next one installed replaces."""
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+    trace._PROXY_TRACER_PROVIDER = ProxyTracerProvider()
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+    metrics_internal._METER_PROVIDER = None
+    metrics_internal._PROXY_METER_PROVIDER = _ProxyMeterProvider()
+    service_metrics._metrics = None
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util.types import AttributeValue
 
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 # Attributes of one metric point, as a hashable set.

@@ -18,10 +18,10 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.e2e.calls import admit, complete, refused
-from tests.e2e.processes import Spawned, free_port, spawn_server
-from tests.e2e.servers import Client, OwnServer
-from tests.waiting import eventually
+from tests.support.calls import admit, complete, refused
+from tests.support.processes import Spawned, free_port, spawn_server
+from tests.support.servers import Client, OwnServer
+from tests.support.waiting import eventually
 from turngate.client import __version__
 from turngate.service.config import Settings
 from turngate.service.server import TurngateServer, metrics_served

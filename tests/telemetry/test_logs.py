@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from opentelemetry import trace
 
-from tests.e2e.calls import admit, complete
-from tests.e2e.processes import spawn_server
-from tests.e2e.servers import Client
+from tests.support.calls import admit, complete
+from tests.support.processes import spawn_server
+from tests.support.servers import Client
 from tests.telemetry.recorded import Recorded, in_trace
 from turngate.service.server import TurngateServer
 from turngate.service.telemetry.logs import JsonFormatter, TextFormatter

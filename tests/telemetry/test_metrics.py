@@ -8,14 +8,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.contract.backends import REDIS_SERVER, delete_keyspace, unique_keyspace
-from tests.e2e.calls import admit, complete, heartbeat, refused, stop
-from tests.e2e.loops import AT_ONCE, BreakableSweeps, server_restarting
-from tests.e2e.servers import OwnServer
-from tests.e2e.watching import collect, watch
-from tests.telemetry.queueing import enqueue, resume, stop_then
+from tests.support.calls import admit, complete, enqueue, heartbeat, refused, resume_queue, stop
+from tests.support.loops import AT_ONCE, BreakableSweeps, server_restarting
+from tests.support.servers import OwnServer
+from tests.support.shared_redis import REDIS_SERVER, delete_keyspace, unique_keyspace
+from tests.support.waiting import eventually
+from tests.support.watching import collect, watch
 from tests.telemetry.recorded import Labels, Recorded, labels
-from tests.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 COUNTERS: dict[str, list[Labels]] = {
@@ -155,21 +154,23 @@ async def test_each_queue_instrument_moves_as_documented_and_active_turns_leave_
     async with own_server() as (_, client):
         before = queue_counts(installed)
         first = (await admit(client, session, "t1")).lease  # admitted
-        await enqueue(client, session, "t2")  # queued: depth 1
-        await enqueue(client, session, "t3")  # queued: depth 2
+        await enqueue(client, session, "t2", runner_id="r1")  # queued: depth 1
+        await enqueue(client, session, "t3", runner_id="r1")  # queued: depth 2
         await complete(client, first)  # t2 promoted
         promoted = (await admit(client, session, "t2", runner_id="r1")).lease
         await complete(client, promoted, pb.TURN_OUTCOME_FAILED)  # the queue paused by a FAILED end
         await eventually(lambda: installed.value("turngate.turns.active") == 0)  # t3 waits: no turn
-        await resume(client, session)  # resumed: t3 promoted
-        await enqueue(client, session, "t4")  # depth 1
-        await enqueue(client, session, "t5")  # depth 2
-        await stop_then(client, session, "t4", pb.QUEUE_ACTION_PAUSE)  # t4 cancelled while it waits
-        await stop_then(client, session, "t3", pb.QUEUE_ACTION_CLEAR)  # t5 cleared
+        await resume_queue(client, session)  # resumed: t3 promoted
+        await enqueue(client, session, "t4", runner_id="r1")  # depth 1
+        await enqueue(client, session, "t5", runner_id="r1")  # depth 2
+        await stop(client, session, "t4", queue=pb.QUEUE_ACTION_PAUSE)  # t4 cancelled while it waits
+        await stop(client, session, "t3", queue=pb.QUEUE_ACTION_CLEAR)  # t5 cleared
         third = (await admit(client, session, "t3", runner_id="r1")).lease
         await complete(client, third, pb.TURN_OUTCOME_CANCELLED)
         await admit(client, session, "t6")  # admitted
-        await enqueue(client, session, "t7", wait=1.0)  # depth 1, then expired by the watchdog
+        await enqueue(
+            client, session, "t7", runner_id="r1", max_queue_wait=1.0
+        )  # depth 1, then expired by the watchdog
         await eventually(
             lambda: (
                 installed.value("turngate.queue.expiries")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.calls import admit, complete
-from tests.e2e.processes import free_port, run_cli, spawn_server
-from tests.telemetry.collector import collecting
-from tests.waiting import eventually
+from tests.support.calls import admit, complete
+from tests.support.collector import collecting
+from tests.support.processes import free_port, run_cli, spawn_server
+from tests.support.waiting import eventually
 from turngate.client import __version__
 from turngate.service.config import Settings
 from turngate.service.telemetry.setup import exporting

@@ -22,13 +22,12 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
-from tests.e2e.calls import admit, complete, refused, stop
-from tests.e2e.servers import Client, OwnServer
-from tests.e2e.watching import STREAM_TIMEOUT_S, collect, watch
-from tests.telemetry.queueing import enqueue, stop_then
+from tests.support.calls import admit, complete, enqueue, refused, stop
+from tests.support.http_calls import http_client, unary
+from tests.support.servers import Client, OwnServer
+from tests.support.waiting import eventually
+from tests.support.watching import STREAM_TIMEOUT_S, collect, watch
 from tests.telemetry.recorded import Recorded, children, client_rpc, in_session, in_trace, rpc
-from tests.waiting import eventually
-from tests.web.calls import http_client, unary
 from turngate.client import Client as Sdk
 from turngate.service.core import Command, Heartbeat, SessionKey
 from turngate.service.server import TurngateServer
@@ -236,7 +235,7 @@ async def test_a_turn_promoted_by_a_complete_turn_starts_in_a_span_linked_to_the
     with tracer.start_as_current_span("first runner") as first:
         lease = (await admit(client, session, "t1")).lease
     with tracer.start_as_current_span("waiting runner") as waiting:
-        await enqueue(client, session, "t2")
+        await enqueue(client, session, "t2", runner_id="r1")
     with tracer.start_as_current_span("first runner ends") as ending:
         await complete(client, lease)
     generation = (await admit(client, session, "t2")).lease.generation  # the promoted turn's lease
@@ -260,8 +259,8 @@ async def test_a_turn_the_watchdog_promotes_starts_in_its_settle_span_linked_to_
     _, client = traced
     await admit(client, session, "t1", lease_ttl=1.0)
     with tracer.start_as_current_span("waiting runner") as waiting:
-        await enqueue(client, session, "t2")
-    await stop_then(client, session, "t1", pb.QUEUE_ACTION_CONTINUE)
+        await enqueue(client, session, "t2", runner_id="r1")
+    await stop(client, session, "t1", queue=pb.QUEUE_ACTION_CONTINUE)
 
     settle = await recorded.one("turngate.watchdog.settle", in_session(session))
     generation = (await admit(client, session, "t2")).lease.generation

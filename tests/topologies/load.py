@@ -30,10 +30,10 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from tests.e2e.calls import seconds
-from tests.e2e.processes import Spawned, spawn_server
-from tests.e2e.servers import Client
-from tests.replicas.cluster import BUCKETS, Deployment
+from tests.support.calls import seconds
+from tests.support.processes import Spawned, spawn_server
+from tests.support.replicas import BUCKETS, Deployment
+from tests.support.servers import Client
 from turngate.service.core import (
     Event,
     SessionKey,

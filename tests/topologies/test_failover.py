@@ -30,10 +30,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from tests.e2e.calls import events_after, get_turn, snapshot
-from tests.e2e.servers import Client
-from tests.postgres import postgres_database, postgres_url
-from tests.replicas.cluster import BUCKETS, Deployment, ledger_logs, redis_logs, unique_prefix
+from tests.support.calls import events_after, get_turn, snapshot
+from tests.support.logs import ledger_logs, redis_logs
+from tests.support.postgres import postgres_database, postgres_url
+from tests.support.replicas import BUCKETS, Deployment
+from tests.support.servers import Client
+from tests.support.shared_redis import unique_prefix
+from tests.support.topologies import RedisCluster, RedisProcess, RedisSentinel
+from tests.support.waiting import POLL_INTERVAL_S, eventually
 from tests.topologies.load import (
     Call,
     Load,
@@ -46,8 +50,6 @@ from tests.topologies.load import (
     session_log,
     sessions_by_bucket,
 )
-from tests.topologies.servers import RedisCluster, RedisProcess, RedisSentinel
-from tests.waiting import POLL_INTERVAL_S, eventually
 from turngate.service.core import Event, SessionKey, SettledBy, TurnOutcome, TurnSettled
 from turngate.service.store.redis.connection import Client as RedisClient
 from turngate.service.store.redis.connection import connect

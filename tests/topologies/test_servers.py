@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.topologies.servers import CLUSTER_SLOTS, RedisCluster, RedisProcess, RedisSentinel
+from tests.support.topologies import CLUSTER_SLOTS, RedisCluster, RedisProcess, RedisSentinel
 
 pytestmark = pytest.mark.redis  # redis-server: the topologies are started here
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import free_port, run_cli, spawn_server
-from tests.security.principals import Named, write_tokens
+from tests.support.principals import Named, write_tokens
+from tests.support.processes import free_port, run_cli, spawn_server
+from tests.support.waiting import eventually
 from tests.typescript.npm import INSTALL_TIMEOUT_S, accepts_connections, needs_npm, npm
-from tests.waiting import eventually
 
 PROJECT = "p-ts"
 # One principal with every role the test's calls need: runner (admit), gateway (stop), watcher.

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.calls import admit, complete, record_call
-from tests.e2e.processes import free_port, spawn_server
+from tests.support.calls import admit, complete, record_call
+from tests.support.processes import free_port, spawn_server
+from tests.support.waiting import eventually
 from tests.typescript.npm import INSTALL_TIMEOUT_S, PACKAGE, accepts_connections, needs_npm, npm
-from tests.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 PROJECT = "p-ts-restart"

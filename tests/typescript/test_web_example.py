@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.processes import free_port, run_cli, spawn_server
-from tests.security.principals import Named, bearer, client_as, write_tokens
+from tests.support.principals import Named, bearer, client_as, write_tokens
+from tests.support.processes import free_port, run_cli, spawn_server
+from tests.support.waiting import eventually
 from tests.typescript.npm import INSTALL_TIMEOUT_S, ROOT, accepts_connections, needs_npm, npm
-from tests.waiting import eventually
 from turngate.v1 import turngate_pb2 as pb
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")

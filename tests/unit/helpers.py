@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from tests.support.memory_store import T0 as T0
 from turngate.service.core import (
     ActiveTurn,
     AdmissionMode,
@@ -27,12 +28,12 @@ from turngate.service.core import (
     Session,
     ToolCallStatus,
     TurnOutcome,
+    TurnSettled,
     decide,
     limits,
 )
 
 SECOND = 1_000_000  # the core counts µs
-T0 = 1_700_000_000 * SECOND  # a realistic store clock
 LEASE_TTL = 20 * SECOND
 STOP_GRACE = 30 * SECOND
 TOMBSTONE_TTL = 600 * SECOND
@@ -187,3 +188,34 @@ def assert_refused(decision: Decision, before: Session, reason: ErrorReason) -> 
     assert decision.reply.reason is reason
     assert_unchanged(decision, before)
     return decision.reply
+
+
+def interrupt(turn_id: str, expected: str = "", *, depth: int = 16) -> Admit:
+    return Admit(
+        turn_id,
+        f"r-{turn_id}",
+        LEASE_TTL,
+        mode=AdmissionMode.INTERRUPT,
+        expected_active_turn_id=expected,
+        max_queue_depth=depth,
+        stop_grace=STOP_GRACE,
+    )
+
+
+def shape(decision: Decision) -> tuple[object, ...]:
+    """What a decision answered and recorded, without the times it stamped."""
+    reply = decision.reply
+    settled = [
+        (e.body.turn.outcome, e.body.turn.settled_by)
+        for e in decision.events
+        if isinstance(e.body, TurnSettled)
+    ]
+    return (
+        type(reply),
+        getattr(reply, "reason", None),
+        getattr(reply, "directive", None),
+        getattr(reply, "recorded", None),
+        decision.changed,
+        [event.body.kind for event in decision.events],
+        settled,
+    )

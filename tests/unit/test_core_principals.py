@@ -29,9 +29,9 @@ from .helpers import (
     complete,
     heartbeat,
     interaction,
+    interrupt,
     tool_call,
 )
-from .test_core_queue import interrupt
 
 R1 = "runner-one"
 R2 = "runner-two"

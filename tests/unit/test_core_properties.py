@@ -11,10 +11,9 @@ decision. Set TURNGATE_HYPOTHESIS_PROFILE=turngate-thorough for a longer run.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
 
@@ -64,25 +63,10 @@ from .helpers import (
     heartbeat,
     interaction,
     resolve,
+    shape,
     stale,
     tool_call,
 )
-
-settings.register_profile(
-    "turngate-unit",
-    max_examples=300,
-    stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "turngate-thorough",
-    max_examples=5_000,
-    stateful_step_count=100,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-PROFILE = os.environ.get("TURNGATE_HYPOTHESIS_PROFILE", "turngate-unit")
 
 # Stand-ins resolved when the rule runs: the active turn's lease and id, the last settled turn's
 # id, and a turn id never used before.
@@ -112,25 +96,6 @@ class Life:
     interactions: dict[str, InteractionStatus] = field(default_factory=dict)
     outcome: TurnOutcome | None = None
     settlements: int = 0
-
-
-def shape(decision: Decision) -> tuple[object, ...]:
-    """What a decision answered and recorded, without the times it stamped."""
-    reply = decision.reply
-    settled = [
-        (e.body.turn.outcome, e.body.turn.settled_by)
-        for e in decision.events
-        if isinstance(e.body, TurnSettled)
-    ]
-    return (
-        type(reply),
-        getattr(reply, "reason", None),
-        getattr(reply, "directive", None),
-        getattr(reply, "recorded", None),
-        decision.changed,
-        [event.body.kind for event in decision.events],
-        settled,
-    )
 
 
 def lease_of(active: ActiveTurn | None) -> Lease | None:
@@ -550,5 +515,6 @@ class SessionMachine(RuleBasedStateMachine):
         assert all(life.settlements == 1 for life in self.lives.values())
 
 
-SessionMachine.TestCase.settings = settings.get_profile(PROFILE)
+# The profile tests/conftest.py loaded (TURNGATE_HYPOTHESIS_PROFILE or --hypothesis-profile).
+SessionMachine.TestCase.settings = settings.get_profile(settings.get_current_profile_name())
 TestSessionMachine = SessionMachine.TestCase

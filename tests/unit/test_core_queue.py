@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from turngate.service.codec import dump_session, load_session
 from turngate.service.core import (
-    AdmissionMode,
     Admit,
     Admitted,
     Cancel,
@@ -49,21 +48,10 @@ from .helpers import (
     complete,
     enqueue,
     heartbeat,
+    interrupt,
     kinds,
     running,
 )
-
-
-def interrupt(turn_id: str, expected: str = "", *, depth: int = 16) -> Admit:
-    return Admit(
-        turn_id,
-        f"r-{turn_id}",
-        LEASE_TTL,
-        mode=AdmissionMode.INTERRUPT,
-        expected_active_turn_id=expected,
-        max_queue_depth=depth,
-        stop_grace=STOP_GRACE,
-    )
 
 
 def reject(turn_id: str) -> Admit:

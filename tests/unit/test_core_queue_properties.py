@@ -40,8 +40,7 @@ from turngate.service.core import (
     decide,
 )
 
-from .helpers import SECOND, T0, cancel
-from .test_core_properties import PROFILE, shape
+from .helpers import SECOND, T0, cancel, shape
 
 MODES = st.sampled_from(list(AdmissionMode))
 ACTIONS = st.sampled_from(list(QueueAction))
@@ -237,5 +236,6 @@ class QueueMachine(RuleBasedStateMachine):
         assert not self.queue
 
 
-QueueMachine.TestCase.settings = settings.get_profile(PROFILE)
+# The profile tests/conftest.py loaded (TURNGATE_HYPOTHESIS_PROFILE or --hypothesis-profile).
+QueueMachine.TestCase.settings = settings.get_profile(settings.get_current_profile_name())
 TestQueueMachine = QueueMachine.TestCase

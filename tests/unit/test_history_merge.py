@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.support.memory_store import MemoryStore
 from turngate.service.core import (
     Admitted,
     Event,
@@ -41,7 +42,6 @@ from .helpers import (
     resolve,
     tool_call,
 )
-from .memory_store import MemoryStore
 
 KEY = SessionKey("p1", "s1")
 

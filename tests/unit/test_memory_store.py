@@ -1,6 +1,7 @@
-"""The in-memory store keeps the store contract (ports/store.py) the unit tests above the core rely
-on: compare-and-set retried through the real loop, gapless events written with the state, the
-deadline index, its clock, and StoreUnavailable while it is down."""
+"""The in-memory store, beyond the store contract it keeps with the real stores (tests/contract runs
+it as a backend of `any_store`): a conflict through its replicas, writers interleaved at its seam,
+what it tells observers, its fake clock, its deadline index and counts as exact values, and
+StoreUnavailable while it is down or closed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.memory_store import FakeClock, MemoryStore
 from turngate.service.core import (
     Admitted,
     Command,
@@ -22,10 +24,9 @@ from turngate.service.core import (
     TurnOutcome,
     TurnSettled,
 )
-from turngate.service.ports.store import Applied, Store, StoreContention, StoreUnavailable
+from turngate.service.ports.store import Applied, Store, StoreUnavailable
 
-from .helpers import LEASE_TTL, SECOND, T0, Lease, admit, cancel, complete, enqueue, heartbeat, tool_call
-from .memory_store import FakeClock, MemoryStore
+from .helpers import LEASE_TTL, SECOND, T0, Lease, admit, cancel, complete, enqueue, tool_call
 
 KEY = SessionKey("p1", "s1")
 
@@ -59,28 +60,6 @@ async def test_cas_conflict_injected_through_before_write_is_retried_without_los
     assert store.data.version(KEY) == 3
 
 
-async def test_cas_gives_up_with_store_contention_after_bounded_attempts_writing_nothing() -> None:
-    store = MemoryStore(max_attempts=3)
-    other_replica = store.replica()
-    lease = await admitted(store)
-    attempts: list[Command] = []
-
-    async def always_overtaken(_key: SessionKey, command: Command) -> None:
-        attempts.append(command)
-        store.clock.advance(1)  # a heartbeat at the same instant would change nothing
-        await other_replica.apply(KEY, heartbeat(lease))
-
-    store.before_write = always_overtaken
-    with pytest.raises(StoreContention):
-        await store.apply(KEY, tool_call(lease, "ours"))
-
-    assert len(attempts) == 3
-    state = await store.load(KEY)
-    assert state.active is not None
-    assert dict(state.active.tool_calls) == {}
-    assert [e.seq for e in await store.events_after(KEY, 0, 100)] == [1]
-
-
 async def test_i9_concurrent_writers_interleaved_at_the_seam_lose_no_update_and_leave_no_gap() -> None:
     store = MemoryStore()
     lease = await admitted(store)
@@ -97,23 +76,6 @@ async def test_i9_concurrent_writers_interleaved_at_the_seam_lose_no_update_and_
     assert sorted(e.seq for d in decisions for e in d.events) == list(range(2, 22))
     assert [e.seq for e in await store.events_after(KEY, 0, 1000)] == list(range(1, 22))
     assert state.head == 21
-
-
-async def test_i9_events_are_written_with_the_state_and_read_back_in_pages() -> None:
-    store = MemoryStore()
-    lease = await admitted(store)
-    for command in (tool_call(lease, "c1"), cancel("t1"), complete(lease, TurnOutcome.CANCELLED)):
-        decision = await store.apply(KEY, command)
-        state = await store.load(KEY)
-        events = await store.events_after(KEY, 0, 100)
-        assert state == decision.state
-        assert [e.seq for e in events] == list(range(1, state.head + 1))
-        assert tuple(events[len(events) - len(decision.events) :]) == decision.events
-
-    events = await store.events_after(KEY, 0, 100)
-    assert await store.events_after(KEY, 2, 2) == events[2:4]
-    assert await store.events_after(KEY, (await store.load(KEY)).head, 10) == []
-    assert await store.events_after(SessionKey("p1", "never-written"), 0, 10) == []
 
 
 async def test_unchanged_decisions_write_nothing_and_reach_observers_but_not_listeners() -> None:
@@ -137,24 +99,6 @@ async def test_unchanged_decisions_write_nothing_and_reach_observers_but_not_lis
     assert [applied.decision for applied in observed] == [first, replay]
     assert [applied.now for applied in observed] == [T0, T0]
     assert store.data.version(KEY) == 1
-
-
-async def test_a_failing_listener_is_contained_and_the_others_still_run(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    store = MemoryStore()
-
-    def broken(_key: SessionKey, _decision: Decision) -> None:
-        raise RuntimeError("listener bug")
-
-    seen: list[tuple[SessionKey, Decision]] = []
-    store.add_listener(broken)
-    store.add_listener(lambda key, decision: seen.append((key, decision)))
-
-    decision = await store.apply(KEY, admit("t1"))
-
-    assert seen == [(KEY, decision)]
-    assert "listener bug" in caplog.text
 
 
 async def test_i10_the_fake_clock_is_the_store_clock_and_decides_expiry() -> None:
@@ -208,19 +152,6 @@ async def test_deadline_index_due_next_deadline_active_and_count() -> None:
     assert await store.active("nobody", None, 10) == []
 
 
-async def test_i11_sessions_of_two_projects_are_separate() -> None:
-    store = MemoryStore()
-    mine, theirs = SessionKey("project-a", "same"), SessionKey("project-b", "same")
-    await admitted(store, mine)
-    await admitted(store, theirs)
-
-    await store.apply(mine, cancel("t1", force=True))
-
-    assert (await store.load(mine)).active is None
-    assert (await store.load(theirs)).active is not None
-    assert [e.body.kind for e in await store.events_after(theirs, 0, 10)] == ["turn_admitted"]
-
-
 async def test_a_store_that_is_down_or_closed_raises_store_unavailable_and_keeps_its_data() -> None:
     store = MemoryStore()
     await admitted(store)
@@ -249,28 +180,6 @@ async def test_a_store_that_is_down_or_closed_raises_store_unavailable_and_keeps
     for call in calls:
         with pytest.raises(StoreUnavailable):
             await call()
-
-
-async def test_a_cancelled_caller_neither_interrupts_its_write_nor_skips_the_listeners() -> None:
-    store = MemoryStore()
-    committed = asyncio.Event()
-    store.add_listener(lambda _key, _decision: committed.set())
-    decided, release = asyncio.Event(), asyncio.Event()
-
-    async def hold(_key: SessionKey, _command: Command) -> None:
-        decided.set()
-        await release.wait()
-
-    store.before_write = hold
-    caller = asyncio.create_task(store.apply(KEY, admit("t1")))
-    await decided.wait()
-    caller.cancel()
-    release.set()
-
-    with pytest.raises(asyncio.CancelledError):
-        await caller
-    await asyncio.wait_for(committed.wait(), timeout=5)
-    assert [e.body.kind for e in await store.events_after(KEY, 0, 10)] == ["turn_admitted"]
 
 
 async def test_a_cancelled_callers_attempt_that_then_fails_is_consumed_never_left_never_retrieved(

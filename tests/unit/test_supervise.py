@@ -11,8 +11,8 @@ import logging
 import pytest
 from redis.exceptions import ResponseError
 
-from tests.unit.memory_store import MemoryStore
-from tests.waiting import eventually
+from tests.support.memory_store import MemoryStore
+from tests.support.waiting import eventually
 from turngate.service.supervise import Backoff, Supervisor
 from turngate.service.watchdog import Watchdog
 

@@ -2,8 +2,8 @@
 what it is offered fills only its own buffer (delivery never waits for a stream), and an event
 offered once per session is offered once to a stream that joined after it.
 
-As in test_watch_hub.py, streams are pulled one item at a time, and every interleaving is forced
-by what the test writes between pulls, never by timing.
+As in test_watch_hub.py (the harness of both is watch_hub.py), streams are pulled one item at a
+time, and every interleaving is forced by what the test writes between pulls, never by timing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from turngate.service.core import Event
 from turngate.service.watch import WatchOverflow
 
-from .test_watch_hub import KEY, FakeFeed, ReadsLogged, Stream, hub_on, written
+from .watch_hub import KEY, FakeFeed, ReadsLogged, Stream, hub_on, written
 
 STREAMS = 100
 

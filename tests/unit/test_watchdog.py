@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.support.memory_store import MemoryStore
 from turngate.service.core import SessionKey
 from turngate.service.watchdog import Watchdog
 
 from .helpers import SECOND, admit
-from .memory_store import MemoryStore
 
 HOUR = 3_600 * SECOND
 MAX_SLEEP_S = 1.0

@@ -1,6 +1,6 @@
-"""The e2e fixtures (`server`, `client`) on a server with its HTTP listener on (one allowed CORS
-origin, a trace URL template), shared by the tests of this directory; and the security tests'
-server that requires bearer tokens (`guarded`)."""
+"""The shared server of `server` and `client` (tests/support/served.py) with its HTTP listener on
+(one allowed CORS origin, a trace URL template), shared by the tests of this directory. The
+server that requires bearer tokens (`guarded`) is tests/support/guarded.py's."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.e2e.conftest import client, own_server, server, session  # noqa: F401  (fixtures)
-from tests.e2e.servers import Client, running, settings_for
-from tests.security.conftest import guarded, tokens_file  # noqa: F401  (fixtures)
+from tests.support.servers import Client, running, settings_for
 from turngate.service.server import TurngateServer
 
 ALLOWED_ORIGIN = "https://app.example.com"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.servers import OwnServer
+from tests.support.servers import OwnServer
 from tests.web.conftest import ALLOWED_ORIGIN
 from tests.web.raw import Answer, request
 from turngate.service.server import TurngateServer

@@ -12,10 +12,10 @@ from connectrpc.errors import ConnectError
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 
-from tests.e2e.calls import admit, refused
-from tests.e2e.servers import Client, OwnServer
-from tests.waiting import eventually
-from tests.web.calls import WIRES, http_client, status, stream, unary
+from tests.support.calls import admit, refused
+from tests.support.http_calls import WIRES, http_client, status, stream, unary
+from tests.support.servers import Client, OwnServer
+from tests.support.waiting import eventually
 from tests.web.raw import post
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb

@@ -7,26 +7,36 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import free_port, spawn_server
-from tests.e2e.servers import OwnServer
-from tests.web.calls import code_of, http_client, unary
+from tests.support.http_calls import code_of, http_client, unary
+from tests.support.processes import free_port, spawn_server
+from tests.support.servers import OwnServer
 from turngate.service.server import TurngateServer
 from turngate.service.web.private_socket import PREFIX, PrivateSocket
 from turngate.v1 import turngate_pb2 as pb
 
 
+@pytest.fixture
+def short_tmpdir() -> Iterator[Path]:
+    """A TMPDIR of the test's own, short: the bridge's socket path in it must fit a Unix socket
+    address (108 bytes), which one under pytest's per-worker, per-test directories may not."""
+    temp = Path(tempfile.mkdtemp(prefix="tg-"))
+    yield temp
+    shutil.rmtree(temp, ignore_errors=True)
+
+
 async def test_a_bridge_directory_left_by_a_killed_server_is_removed_at_the_next_start(
-    tmp_path: Path,
+    tmp_path: Path, short_tmpdir: Path
 ) -> None:
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = short_tmpdir
     env = {"TMPDIR": str(temp)}
     async with spawn_server(tmp_path, "--http-listen", f"127.0.0.1:{free_port()}", env=env) as killed:
         left = set(temp.iterdir())

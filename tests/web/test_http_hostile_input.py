@@ -11,9 +11,9 @@ import logging
 import pytest
 from google.protobuf import json_format
 
-from tests.e2e.servers import Client
-from tests.security.principals import RUNNER_A, bearer
-from tests.web.sockets import ADMIT, GET_SESSION, connected, head, post, status_of
+from tests.support.principals import RUNNER_A, bearer
+from tests.support.servers import Client
+from tests.support.sockets import ADMIT, GET_SESSION, connected, head, post, status_of
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 

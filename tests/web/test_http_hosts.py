@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from google.protobuf import json_format
 
-from tests.e2e.servers import Client
-from tests.web.sockets import ADMIT, body_of, connected, head, status_of
+from tests.support.servers import Client
+from tests.support.sockets import ADMIT, body_of, connected, head, status_of
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import connect, free_port, serve_log, spawn_server
-from tests.e2e.servers import OwnServer
-from tests.security.principals import WATCHER_A, bearer
-from tests.waiting import eventually
-from tests.web.calls import http_client, stream
-from tests.web.sockets import ADMIT, GET_SESSION, Raw, body_of, connected, head, status_of
+from tests.support.http_calls import http_client, stream
+from tests.support.principals import WATCHER_A, bearer
+from tests.support.processes import connect, free_port, serve_log, spawn_server
+from tests.support.servers import OwnServer
+from tests.support.sockets import ADMIT, GET_SESSION, Raw, body_of, connected, head, status_of
+from tests.support.waiting import eventually
 from turngate.service.server import TurngateServer
 from turngate.service.web.accept_errors import AcceptErrors
 from turngate.v1 import turngate_pb2 as pb

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tests.e2e.processes import run_cli
+from tests.support.processes import run_cli
 from turngate.service.config import Settings
 
 

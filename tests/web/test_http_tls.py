@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.servers import running, settings_for
-from tests.security.certs import Issued, make_pki, tls_settings
+from tests.support.certs import Issued, make_pki, tls_settings
+from tests.support.servers import running, settings_for
 
 
 def _context(ca: Path, client: Issued | None, alpn: list[str]) -> ssl.SSLContext:

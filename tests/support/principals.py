@@ -1,8 +1,9 @@
-"""The principals of the security tests, the tokens file naming them, and clients that present
-a principal's bearer token on every call."""
+"""The principals of the security tests, the tokens file naming them, clients that present a
+principal's bearer token on every call, and the session-token signing keys file."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,11 +12,13 @@ from pathlib import Path
 
 import grpc
 
-from tests.e2e.servers import Client, client_for
+from tests.support.servers import Client, client_for
 from turngate.client.auth import metadata_interceptors
 
 PROJECT_A = "p-sec-a"
 PROJECT_B = "p-sec-b"
+# A session-token signing key: its id and secret.
+CURRENT = ("k-current", b"c" * 32)
 
 
 @dataclass(frozen=True)
@@ -71,3 +74,10 @@ async def client_as(port: int, header: str | None) -> AsyncIterator[Client]:
 
 def bearer(named: Named) -> str:
     return f"Bearer {named.token}"
+
+
+def keys_toml(*keys: tuple[str, bytes]) -> str:
+    return "".join(
+        f'[[keys]]\nid = "{kid}"\nsecret = "{base64.urlsafe_b64encode(secret).decode()}"\n'
+        for kid, secret in keys
+    )

@@ -1,4 +1,4 @@
-"""A server that requires bearer tokens (the principals in tests/security/principals.py)."""
+"""A server that requires bearer tokens (the principals in tests/support/principals.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.servers import Client, running, settings_for
-from tests.security.principals import write_tokens
+from tests.support.principals import write_tokens
+from tests.support.servers import Client, running, settings_for
 from turngate.service.server import TurngateServer
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from tests.contract.backends import ContractStore
+from tests.support.stores import ContractStore
 from turngate.service.core import Command, SessionKey
 from turngate.service.ports.store import AfterWrite, BeforeWrite
 

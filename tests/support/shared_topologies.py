@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.topologies.servers import RedisCluster, RedisSentinel
+from tests.support.topologies import RedisCluster, RedisSentinel
 
 # No test fails the shared deployments over, and neither may a process stalled for a second by a
 # busy machine: their nodes are called failing only after this long.

@@ -15,14 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.servers import Client, OwnServer, running, settings_for
-from tests.replicas.cluster import REDIS_SERVER, prefix_on_shared_redis, unique_prefix
-from tests.topologies.fixtures import (  # noqa: F401  (fixtures)
-    TOPOLOGIES,
-    redis_cluster,
-    redis_sentinel,
-    shared_topology_url,
-)
+from tests.support.servers import Client, OwnServer, running, settings_for
+from tests.support.shared_redis import REDIS_SERVER, prefix_on_shared_redis, unique_prefix
+from tests.support.shared_topologies import TOPOLOGIES, shared_topology_url
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import resource
 import signal
@@ -18,8 +19,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.e2e.servers import Client, client_for
-from tests.waiting import POLL_INTERVAL_S, eventually
+from tests.support.servers import Client, client_for
+from tests.support.waiting import POLL_INTERVAL_S, WAIT_TIMEOUT_S, eventually
 
 TURNGATE = str(Path(sys.executable).with_name("turngate"))
 SERVICES = ("turngate.v1.AdmissionService", "turngate.v1.ControlService", "turngate.v1.SessionService")
@@ -111,11 +112,13 @@ async def health_of(health: health_pb2_grpc.HealthStub, service: str = "") -> in
     return status
 
 
-async def wait_for_health(health: health_pb2_grpc.HealthStub, status: int, service: str = "") -> None:
+async def wait_for_health(
+    health: health_pb2_grpc.HealthStub, status: int, service: str = "", *, timeout_s: float = WAIT_TIMEOUT_S
+) -> None:
     async def reached() -> bool:
         return await health_of(health, service) == status
 
-    await eventually(reached)
+    await eventually(reached, timeout_s=timeout_s)
 
 
 @dataclass
@@ -184,15 +187,28 @@ async def spawn_server(
             yield Spawned(process, client_for(channel))
     finally:
         if process.returncode is None:
-            process.terminate()
-            try:
-                async with asyncio.timeout(PROCESS_TIMEOUT_S):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+            await stopped(process)
+
+
+async def stopped(process: asyncio.subprocess.Process, within_s: float = PROCESS_TIMEOUT_S) -> None:
+    """Ends `process` (which may have exited already): SIGTERM, then SIGKILL if it still runs
+    after `within_s` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
+    try:
+        async with asyncio.timeout(within_s):
+            await process.wait()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
 
 
 def connect(port: int) -> grpc.aio.Channel:
     """A channel to a local server on `port` that reconnects quickly while the server starts."""
     return grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=_FAST_RECONNECT)
+
+
+async def health_reaches(port: int, status: int) -> None:
+    """Waits until the server on `port` answers the overall health check with `status`."""
+    async with connect(port) as channel:
+        await wait_for_health(health_pb2_grpc.HealthStub(channel), status, timeout_s=PROCESS_TIMEOUT_S)

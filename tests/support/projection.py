@@ -10,7 +10,7 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.contract.backends import stream_entries
+from tests.support.stores import stream_entries
 from turngate.service.core import (
     Admit,
     Admitted,

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import grpc
 
-from tests.e2e.calls import admit, complete, record_call, record_interaction, resolve, stop
-from tests.e2e.servers import Client
+from tests.support.calls import admit, complete, record_call, record_interaction, resolve, stop
+from tests.support.servers import Client
 from turngate.v1 import turngate_pb2 as pb
 
 Watch = grpc.aio.UnaryStreamCall[pb.WatchSessionRequest, pb.WatchSessionResponse]
@@ -124,3 +124,13 @@ async def act_out_turn(client: Client, session: pb.SessionRef, turn_id: str) -> 
     await record_interaction(client, lease, "i2")
     await stop(client, session, turn_id)
     await complete(client, lease, pb.TURN_OUTCOME_CANCELLED)
+
+
+async def watch_from_start(client: Client, session: pb.SessionRef) -> Watch:
+    """A watch of a session nothing has happened in yet: its snapshot (read here) is at seq 0, so
+    the stream goes on with the whole log, from seq 1."""
+    stream = watch(client, session)
+    [first] = await collect(stream, 1)
+    assert first.HasField("snapshot"), first
+    assert first.seq == 0, f"session {session.session_id} is not new"
+    return stream

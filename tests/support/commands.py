@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.contract.backends import wait_past
+from tests.support.stores import wait_past
 from turngate.service.core import (
     AdmissionMode,
     Admit,

@@ -1,6 +1,6 @@
 """Raw TCP connections to an HTTP listener, for what no HTTP client sends: requests sent a byte
 at a time or never finished, two framings of one body, headers that are not text (over HTTP/1.1,
-or HTTP/2 with tests/security/fuzz_h2.py), many connections held open, from other loopback
+or HTTP/2 with tests/support/bare_h2.py), many connections held open, from other loopback
 addresses (127.0.0.2…, which Linux routes to the same host)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
-from tests.security import fuzz_h2
+from tests.support import bare_h2
 
 ADMIT = "/turngate.v1.AdmissionService/AdmitTurn"
 GET_SESSION = "/turngate.v1.SessionService/GetSession"
@@ -107,7 +107,7 @@ async def post(
     """The status and body of one POST of Connect JSON with `headers` as they are, over HTTP/1.1
     or HTTP/2 without TLS (`wire`); 0 and nothing when the HTTP/2 layer reset the stream."""
     if wire == "h2":
-        answer = await fuzz_h2.exchange(port, path, [(b"content-type", b"application/json"), *headers], body)
+        answer = await bare_h2.exchange(port, path, [(b"content-type", b"application/json"), *headers], body)
         return (0, b"") if answer.reset is not None else (int(answer.headers[b":status"]), answer.body)
     async with connected(port) as (connection,):
         await connection.send(

@@ -18,14 +18,13 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from tests.e2e.servers import Client
+from tests.support.servers import Client
+from tests.support.waiting import POLL_INTERVAL_S, WAIT_TIMEOUT_S
 from turngate.service.core import Command, SessionKey
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 
 DOMAIN = "turngate.v1"
-WAIT_TIMEOUT_S = 5.0
-_POLL_INTERVAL_S = 0.02
 
 M = TypeVar("M", bound=Message)
 
@@ -73,17 +72,18 @@ async def enqueue(
     session: pb.SessionRef,
     turn_id: str,
     *,
+    runner_id: str = "",
     lease_ttl: float | None = None,
     max_queue_wait: float | None = None,
 ) -> pb.AdmitTurnResponse:
-    """AdmitTurn with ENQUEUE by the turn's own runner: a lease at once on an idle session with an
-    empty queue, else a place in the queue. Sent again, the same request answers the place while
-    the turn waits and its lease once promoted (Q5)."""
+    """AdmitTurn with ENQUEUE by `runner_id` (the turn's own runner by default): a lease at once
+    on an idle session with an empty queue, else a place in the queue. Sent again, the same
+    request answers the place while the turn waits and its lease once promoted (Q5)."""
     return await admit(
         client,
         session,
         turn_id,
-        runner_of(turn_id),
+        runner_id or runner_of(turn_id),
         lease_ttl,
         mode=pb.ADMISSION_MODE_ENQUEUE,
         max_queue_wait=max_queue_wait,
@@ -258,7 +258,7 @@ async def wait_for_phase(
             current = await snapshot(client, session)
             if current.phase == phase:
                 return current
-            await asyncio.sleep(_POLL_INTERVAL_S)
+            await asyncio.sleep(POLL_INTERVAL_S)
 
 
 async def sleep_past(instant: Timestamp) -> None:

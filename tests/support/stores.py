@@ -1,19 +1,13 @@
-"""The store backends as the contract tests open them: SQL by URL, Redis by keyspace.
-
-Redis is the server at TURNGATE_TEST_REDIS (default 127.0.0.1:6379, database 0), shared with
-whoever else uses it: every test works under a keyspace prefix of its own and deletes only that
-(never FLUSHDB); without one, deselect its part with `-m "not redis"`.
-"""
+"""The stores as the tests open them: SQL by URL, Redis by keyspace (on the shared Redis, see
+shared_redis.py, or a topology), with the compare-and-set test seams; what a Redis store wrote,
+read back; and the wait for the store's clock."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 from typing import Protocol, cast
 
-from redis import Redis as SyncRedis
-
+from tests.support.shared_redis import REDIS_TIMEOUT_S
 from turngate.service.ports.store import AfterWrite, BeforeWrite, Store
 from turngate.service.sql.engine import make_engine
 from turngate.service.store.redis.connection import Client, connect
@@ -21,11 +15,6 @@ from turngate.service.store.redis.keys import Keyspace, LogEntries
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import SqlStore
 
-REDIS_SERVER = os.environ.get("TURNGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
-# Each Redis call's bound, as the service's default (Settings.redis_timeout).
-REDIS_TIMEOUT_S = 2.0
-# Enough buckets that a handful of sessions spread over several of them.
-REDIS_BUCKETS = 8
 # More events than any test writes to one session, so retention alone never trims under a test.
 REDIS_RETENTION = 10_000
 MAX_ATTEMPTS = 32
@@ -52,17 +41,6 @@ def open_redis_store(
     url: str, keys: Keyspace, *, retention: int = REDIS_RETENTION, max_attempts: int = MAX_ATTEMPTS
 ) -> RedisStore:
     return RedisStore(connect(url, REDIS_TIMEOUT_S), keys, retention=retention, max_attempts=max_attempts)
-
-
-def unique_keyspace() -> Keyspace:
-    return Keyspace(prefix=f"tgtest_{uuid.uuid4().hex[:12]}", buckets=REDIS_BUCKETS)
-
-
-def delete_keyspace(url: str, keys: Keyspace) -> None:
-    """Deletes every key under the keyspace's prefix, and nothing else."""
-    with SyncRedis.from_url(url) as client:
-        for name in client.scan_iter(match=f"{keys.prefix}:*", count=1_000):
-            client.unlink(name)
 
 
 async def wait_past(store: Store, instant: int) -> None:

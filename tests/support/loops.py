@@ -11,7 +11,7 @@ import grpc
 import pytest
 from redis.exceptions import ResponseError
 
-from tests.e2e.servers import Client, client_for, settings_for
+from tests.support.servers import Client, client_for, settings_for
 from turngate.service.server import TurngateServer
 from turngate.service.supervise import Backoff
 from turngate.service.watchdog import Watchdog

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import AbstractAsyncContextManager
 
-from tests.waiting import WAIT_TIMEOUT_S, eventually
+from tests.support.waiting import WAIT_TIMEOUT_S, eventually
 from turngate.client import AdmissionMode, Client, QueuedTurn, Turn
 
 

@@ -1,16 +1,18 @@
-"""An in-memory store for the unit tests above the core: the store port (ports/store.py) over a dict,
-with a clock the test sets.
+"""An in-memory store: the store port (ports/store.py) over a dict, with a clock the test sets (or,
+for the store contract suite, the host's).
 
 It is a `CompareAndSetStore`, so it runs the real compare-and-set loop, listeners, observers and
 `before_write` and `after_write` seams; only the read and the conditional write are its own.
 Several `MemoryStore`s may share one `MemoryData` (`replica()`), as replicas share a database:
 each has its own listeners, so a commit made through one is not published by another's watch hub.
 
-Used only by unit tests; the real stores keep their contract and end-to-end suites.
+The unit tests above the core run on it; it keeps the store contract as the real stores do
+(tests/contract runs it as one more backend), so what they learn of a store holds for those.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -25,9 +27,9 @@ from turngate.service.ports.store import (
 )
 from turngate.service.store.cas import CompareAndSetStore
 
-from .helpers import T0
-
 MAX_ATTEMPTS = 32
+# A realistic store clock (µs since the epoch): where a FakeClock starts, and the core's unit tests' timeline.
+T0 = 1_700_000_000 * 1_000_000
 
 
 @dataclass
@@ -39,6 +41,15 @@ class FakeClock:
     def advance(self, us: int) -> int:
         self.now += us
         return self.now
+
+
+class HostClock:
+    """The host's clock as the store's (µs since the epoch), as the embedded SQLite store has it:
+    for the store contract suite, whose tests wait for deadlines to pass."""
+
+    @property
+    def now(self) -> int:
+        return time.time_ns() // 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +73,7 @@ class MemoryData:
     after `recorded[key]` (the ledger's mark, 0 by default: a ledger that has recorded nothing),
     and its log keeps the events after `trimmed[key]` only."""
 
-    clock: FakeClock = field(default_factory=FakeClock)
+    clock: FakeClock | HostClock = field(default_factory=FakeClock)
     rows: dict[SessionKey, _Row] = field(default_factory=dict)
     down: bool = False
     recorded: dict[SessionKey, int] = field(default_factory=dict)
@@ -98,6 +109,8 @@ class MemoryStore(CompareAndSetStore):
 
     @property
     def clock(self) -> FakeClock:
+        """The clock the test moves (not a store on the host's clock)."""
+        assert isinstance(self.data.clock, FakeClock), "this store's clock is the host's"
         return self.data.clock
 
     def replica(self, *, max_attempts: int = MAX_ATTEMPTS) -> MemoryStore:

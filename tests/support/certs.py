@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.e2e.servers import settings_for
+from tests.support.servers import settings_for
 from turngate.service.config import Settings
 
 _VALID = datetime.timedelta(days=1)

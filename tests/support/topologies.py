@@ -30,8 +30,8 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from tests.e2e.processes import PROCESS_TIMEOUT_S, free_port
-from tests.waiting import eventually
+from tests.support.processes import PROCESS_TIMEOUT_S, free_port, stopped
+from tests.support.waiting import eventually
 
 HOST = "127.0.0.1"
 # How long a process may take to exit on SIGTERM before it is killed.
@@ -181,13 +181,7 @@ class RedisProcess:
         # A frozen process handles SIGTERM only once continued; one that just exited has no pid.
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGCONT)
-            process.terminate()
-        try:
-            async with asyncio.timeout(STOP_TIMEOUT_S):
-                await process.wait()
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        await stopped(process, STOP_TIMEOUT_S)
         self.frozen = False
 
     def _running(self) -> asyncio.subprocess.Process:
