@@ -31,7 +31,8 @@ def main() -> int:
     current = rewritten(text)
     if args.check:
         if current != text:
-            print(f"{document}'s settings reference is stale: run scripts/{Path(__file__).name}", file=sys.stderr)
+            script = Path(__file__).name
+            print(f"{document}'s settings reference is stale: run scripts/{script}", file=sys.stderr)
             return 1
         return 0
     document.write_text(current, encoding="utf-8")

@@ -46,9 +46,7 @@ def anchors(document: Path) -> set[str]:
 def links(document: Path) -> list[str]:
     text = _FENCE.sub("", document.read_text(encoding="utf-8"))
     return [
-        target
-        for target in _LINK.findall(text)
-        if not target.startswith(("http://", "https://", "mailto:"))
+        target for target in _LINK.findall(text) if not target.startswith(("http://", "https://", "mailto:"))
     ]
 
 

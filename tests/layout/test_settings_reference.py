@@ -31,7 +31,8 @@ def test_the_settings_reference_in_deploying_md_is_current() -> None:
 def test_a_stale_reference_is_found_and_rewritten(tmp_path: Path) -> None:
     copy = tmp_path / "deploying.md"
     shutil.copy(DEPLOYING, copy)
-    copy.write_text(copy.read_text(encoding="utf-8").replace("| `TURNGATE_LEASE_TTL` |", "| `TURNGATE_LEASE` |"))
+    text = copy.read_text(encoding="utf-8")
+    copy.write_text(text.replace("| `TURNGATE_LEASE_TTL` |", "| `TURNGATE_LEASE` |"))
 
     stale = settings_reference("--check", "--document", str(copy))
     assert stale.returncode == 1
