@@ -1,7 +1,7 @@
 """`turngate serve --workers N` (redis mode): N processes on one port, each a full replica. Calls
 reach every worker, a watcher on one worker hears the writes of the others, SIGTERM drains them
-all and the parent exits 0, a killed worker is started again, and a worker failing at start
-(a port taken) stops the others and the parent exits 1."""
+all and the parent exits 0, a killed worker is started again, and a worker failing before it
+serves (a port taken), however slowly, stops the others and the parent exits 1."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ import os
 import re
 import signal
 import socket
+import sys
+import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 import grpc
@@ -24,6 +27,8 @@ from tests.support.servers import client_for
 from tests.support.shared_redis import REDIS_SERVER, prefix_on_shared_redis
 from tests.support.waiting import eventually
 from tests.support.watching import collect, watch
+from turngate.service.config import Settings
+from turngate.service.workers import Workers
 from turngate.v1 import turngate_pb2 as pb
 
 pytestmark = pytest.mark.redis
@@ -169,3 +174,61 @@ async def test_a_worker_failing_at_start_stops_the_others_and_the_parent_exits_1
     log = serve_log(tmp_path, port).read_text()
     assert "failed at start" in log
     assert "turngate: " in log  # the worker's one line naming the cause
+
+
+# Longer than any start a clock could have bounded: a loaded machine starts a worker this slowly.
+SLOW_START_S = 6.0
+# Where a worker started by the tests below notes that it ran before (inherited by the workers).
+RAN_BEFORE = "TURNGATE_TEST_RAN_BEFORE"
+
+
+def _serve_until_signalled(serving: Event) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    serving.set()
+    signal.pause()
+
+
+def _fails_slowly_before_serving(_settings: Settings, index: int, serving: Event) -> None:
+    """Worker 0 fails after a slow start, never having served; the others serve."""
+    if index > 0:
+        _serve_until_signalled(serving)
+    time.sleep(SLOW_START_S)
+    sys.exit(1)
+
+
+def _fails_once_after_serving(_settings: Settings, index: int, serving: Event) -> None:
+    """Worker 0 serves and at once exits 3; started again, it fails before serving."""
+    if index > 0:
+        _serve_until_signalled(serving)
+    ran_before = Path(os.environ[RAN_BEFORE])
+    if ran_before.exists():
+        sys.exit(1)
+    ran_before.touch()
+    serving.set()
+    sys.exit(3)
+
+
+@pytest.fixture
+def supervising(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """Settings for `Workers` run in this test's process, whose signal handlers are put back after."""
+    monkeypatch.setenv(RAN_BEFORE, str(tmp_path / "ran-before"))
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    ledger = f"sqlite+aiosqlite:///{tmp_path}/ledger.db"
+    yield Settings(store=REDIS_SERVER, ledger=ledger, workers=WORKERS, listen="127.0.0.1:1")
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
+def test_a_worker_failing_before_it_serves_however_slowly_stops_the_others_and_the_parent_exits_1(
+    supervising: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert Workers(supervising, _fails_slowly_before_serving).run() == 1
+    assert "worker 0 failed at start (exit code 1): stopping the others" in caplog.text
+
+
+def test_a_worker_exiting_after_it_served_is_started_again(
+    supervising: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert Workers(supervising, _fails_once_after_serving).run() == 1
+    assert "worker 0 exited (exit code 3): starting it again" in caplog.text
+    assert "worker 0 failed at start (exit code 1): stopping the others" in caplog.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import resource
 import signal
@@ -35,11 +36,33 @@ _FAST_RECONNECT = [
 ]
 
 
+# Test servers' ports: each pytest-xdist worker hands them out in turn from a range of its own,
+# below the kernel's ephemeral range (a bind to port 0 and every outgoing connection draw from
+# that), so a port a test's server was given, and may take again after a restart, is not taken
+# meanwhile by another worker's server or by a client's socket. Cluster bus ports (port + 10000)
+# fall clear of every worker's range.
+FIRST_PORT = 12_000
+PORTS_PER_WORKER = 1_000
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+_FIRST = FIRST_PORT + PORTS_PER_WORKER * (int(_WORKER) if _WORKER.isdigit() else 0)
+_ports = itertools.cycle(range(_FIRST, _FIRST + PORTS_PER_WORKER))
+
+
 def free_port() -> int:
+    """The next port of this worker's range that nothing listens on."""
+    for _ in range(PORTS_PER_WORKER):
+        if is_free(port := next(_ports)):
+            return port
+    raise RuntimeError(f"no free port from {_FIRST} to {_FIRST + PORTS_PER_WORKER - 1}")
+
+
+def is_free(port: int) -> bool:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def database(tmp: Path) -> Path:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -30,7 +29,7 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from tests.support.processes import PROCESS_TIMEOUT_S, free_port, stopped
+from tests.support.processes import PROCESS_TIMEOUT_S, free_port, is_free, stopped
 from tests.support.waiting import eventually
 
 HOST = "127.0.0.1"
@@ -273,33 +272,13 @@ class _Topology(ABC):
                     raise failure
 
 
-def _free_ports(count: int) -> list[int]:
-    ports: list[int] = []
-    while len(ports) < count:
-        if (port := free_port()) not in ports:
-            ports.append(port)
-    return ports
-
-
 def _cluster_ports(count: int) -> list[int]:
     """`count` free ports whose cluster bus ports (port + 10000) are free too."""
     ports: list[int] = []
     while len(ports) < count:
-        port = free_port()
-        bus = port + BUS_PORT_OFFSET
-        taken = {*ports, *(p + BUS_PORT_OFFSET for p in ports)}
-        if bus <= 65_535 and not {port, bus} & taken and _is_free(bus):
+        if is_free((port := free_port()) + BUS_PORT_OFFSET):
             ports.append(port)
     return ports
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 async def _replica_linked(replica: RedisProcess, master: RedisProcess) -> None:
@@ -577,7 +556,7 @@ class RedisSentinel(_Topology):
         `down_after_ms` down, and give up a failover stuck for `failover_timeout_ms`; `settings` are
         more config lines for the data nodes. Returns once every sentinel knows the primary, the
         replica and the other sentinels; all stopped at the end of the block."""
-        primary_port, replica_port, *sentinel_ports = _free_ports(5)
+        primary_port, replica_port, *sentinel_ports = (free_port() for _ in range(5))
         primary = RedisProcess.configured(root, "redis", primary_port, [*DATA_NODE_SETTINGS, *settings])
         replica_settings = [*DATA_NODE_SETTINGS, f"replicaof {HOST} {primary_port}", *settings]
         replica = RedisProcess.configured(root, "redis", replica_port, replica_settings)

@@ -13,7 +13,8 @@ import os
 import socket
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
@@ -358,14 +359,20 @@ def _run_service(command: str, settings: Settings) -> int:
     return _run_one(command, settings)
 
 
-def _run_worker(settings: Settings, index: int) -> None:
-    """One worker process of `serve --workers` (started by workers.py)."""
+def _run_worker(settings: Settings, index: int, serving: Event) -> None:
+    """One worker process of `serve --workers` (started by workers.py); sets `serving` once it serves."""
     from turngate.service.workers import worker_settings
 
-    sys.exit(_run_one("serve", worker_settings(settings, index), worker=index))
+    sys.exit(_run_one("serve", worker_settings(settings, index), worker=index, on_serving=serving.set))
 
 
-def _run_one(command: str, settings: Settings, *, worker: int | None = None) -> int:
+def _run_one(
+    command: str,
+    settings: Settings,
+    *,
+    worker: int | None = None,
+    on_serving: Callable[[], object] | None = None,
+) -> int:
     # Imported here: the operator commands start faster without the server's stack.
     from turngate.service.auth.principals import TokensFileError
     from turngate.service.auth.session_tokens import KeysFileError
@@ -386,8 +393,10 @@ def _run_one(command: str, settings: Settings, *, worker: int | None = None) -> 
             asyncio.run(migrate(settings.ledger or settings.store))
         else:
             with setup.configured(settings) as prometheus:
-                run = project if command == "project" else serve
-                asyncio.run(run(settings, prometheus))
+                if command == "project":
+                    asyncio.run(project(settings, prometheus))
+                else:
+                    asyncio.run(serve(settings, prometheus, on_serving=on_serving))
     except (
         ListenError,
         StoreUnavailable,

@@ -352,15 +352,20 @@ def _first_signal() -> asyncio.Future[signal.Signals]:
     return received
 
 
-async def serve(settings: Settings, prometheus: CollectorRegistry | None = None) -> None:
+async def serve(
+    settings: Settings,
+    prometheus: CollectorRegistry | None = None,
+    *,
+    on_serving: Callable[[], object] | None = None,
+) -> None:
     """Runs one replica until SIGTERM or SIGINT, then drains it (`TurngateServer.stop`); SIGHUP
     reloads the tokens file, the session token keys and the TLS files. With `metrics_listen`,
-    serves `prometheus` there from the start to the end."""
+    serves `prometheus` there from the start to the end. `on_serving` is called once it listens."""
     async with metrics_served(settings, prometheus):
-        await _serve(settings)
+        await _serve(settings, on_serving)
 
 
-async def _serve(settings: Settings) -> None:
+async def _serve(settings: Settings, on_serving: Callable[[], object] | None) -> None:
     if settings.insecure and settings.auth_file is None and settings.listens_beyond_loopback:
         log.warning(
             "INSECURE: listening on %s with no --auth-file: anyone who can connect may run and stop turns",
@@ -385,6 +390,8 @@ async def _serve(settings: Settings) -> None:
             # A relative SQLite path depends on the working directory: name the file this start uses.
             f"; store: SQLite file {settings.sqlite_file}" if settings.sqlite_file else "",
         )
+        if on_serving is not None:
+            on_serving()
         # Ctrl-C comes from a person at a terminal, not from an orchestrator behind a load balancer.
         if await signalled == signal.SIGTERM:
             drain_delay = settings.drain_delay

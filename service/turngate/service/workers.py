@@ -2,8 +2,9 @@
 
 The parent serves nothing itself. It starts the workers, passes SIGTERM and SIGINT on to them and
 exits once every one has drained (0 if each exited 0). A worker that exits on its own is started
-again, unless it failed within `STARTUP_S` of starting (exited with an error code: a port taken, a
-store refused): then the others are stopped and the parent exits 1, as a single `serve` would have.
+again, unless it failed before it served (exited with an error code before it said it was serving:
+a port taken, a store refused): then the others are stopped and the parent exits 1, as a single
+`serve` would have.
 """
 
 from __future__ import annotations
@@ -17,18 +18,18 @@ import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event
 from types import FrameType
 
 from turngate.service.config import Settings, host_and_port
 
 log = logging.getLogger("turngate.workers")
 
-# A worker that fails sooner than this after starting fails the same way when started again.
-STARTUP_S = 5.0
 # How long after a worker exits on its own it is started again.
 RESTART_DELAY_S = 1.0
 
-Worker = Callable[[Settings, int], None]
+# A worker is called with its settings, its index and the event it sets once it serves.
+Worker = Callable[[Settings, int, Event], None]
 
 
 def worker_settings(settings: Settings, index: int) -> Settings:
@@ -49,7 +50,7 @@ class Workers:
         self._worker = worker
         # Spawned, not forked: gRPC's core must not be inherited half-initialised.
         self._context = multiprocessing.get_context("spawn")
-        self._running: dict[int, tuple[BaseProcess, float]] = {}
+        self._running: dict[int, tuple[BaseProcess, Event]] = {}
         self._stopping: signal.Signals | None = None
         self._failed = False
 
@@ -68,14 +69,15 @@ class Workers:
     def _start(self, index: int) -> None:
         if self._stopping is not None:
             return
+        serving = self._context.Event()
         process = self._context.Process(
-            target=self._worker, args=(self._settings, index), name=f"turngate-worker-{index}"
+            target=self._worker, args=(self._settings, index, serving), name=f"turngate-worker-{index}"
         )
         process.start()
-        self._running[index] = (process, time.monotonic())
+        self._running[index] = (process, serving)
 
     def _reap(self, ready: Sequence[object]) -> None:
-        for index, (process, started) in list(self._running.items()):
+        for index, (process, serving) in list(self._running.items()):
             if process.sentinel not in ready:
                 continue
             process.join()
@@ -84,7 +86,8 @@ class Workers:
             if self._stopping is not None:
                 # Signalled before it set its handlers, it stopped before it served anything.
                 self._failed |= code not in (0, -self._stopping)
-            elif code is not None and code > 0 and time.monotonic() - started < STARTUP_S:
+            # Judged by what the worker said, not by a clock: a loaded machine starts slowly.
+            elif code is not None and code > 0 and not serving.is_set():
                 log.error("worker %d failed at start (exit code %s): stopping the others", index, code)
                 self._failed = True
                 self._stop_all(signal.SIGINT)  # they have just started: nothing to drain
@@ -105,5 +108,6 @@ class Workers:
 
 
 def run_workers(settings: Settings, worker: Worker) -> int:
-    """Runs `settings.worker_count` processes, each `worker(settings, index)`, until signalled."""
+    """Runs `settings.worker_count` processes, each `worker(settings, index, serving)`, until
+    signalled."""
     return Workers(settings, worker).run()
