@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -25,6 +26,10 @@ from turngate.client._version import __version__
 from turngate.client.connection import open_channel
 from turngate.service.auth.issue import entry_for, new_token
 from turngate.v1 import turngate_pb2 as pb
+
+# The first test builds the stand-in base and the image (the `built` fixture, within their own
+# timeouts): on a fresh, loaded machine that takes longer than a test's usual bound.
+pytestmark = pytest.mark.timeout(2 * podman.BUILD_TIMEOUT_S)
 
 SESSION = pb.SessionRef(project_id="demo", session_id="chat-1")
 # Starting the container, and its HEALTHCHECK passing: reached only when a test fails.

@@ -3,6 +3,7 @@ and restart them without touching anything shared."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -74,7 +75,7 @@ class PrivateRedisServer:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        """Starts it on its port and directory, and returns once it answers (its AOF loaded)."""
+        """Starts it on its port and directory, and returns once it answers (its AOF loaded), itself."""
         log = self.root / "redis-server.log"
         with log.open("ab") as output:
             self._process = subprocess.Popen(
@@ -89,13 +90,13 @@ class PrivateRedisServer:
         deadline = time.monotonic() + START_TIMEOUT_S
         with Redis.from_url(self.url) as client:
             while True:
-                try:
-                    client.ping()
-                    return
-                except RedisConnectionError:  # refused, or still loading its AOF
-                    assert self._process.poll() is None, f"redis-server exited:\n{log.read_text()}"
-                    assert time.monotonic() < deadline, f"redis-server did not answer:\n{log.read_text()}"
-                    time.sleep(0.01)
+                # Its own answer, not another server's that holds the port (then this one exits).
+                with contextlib.suppress(RedisConnectionError):  # refused, or still loading its AOF
+                    if client.info("server")["process_id"] == self._process.pid:
+                        return
+                assert self._process.poll() is None, f"redis-server exited:\n{log.read_text()}"
+                assert time.monotonic() < deadline, f"redis-server did not answer:\n{log.read_text()}"
+                time.sleep(0.01)
 
     def freeze(self) -> None:
         """SIGSTOP: it keeps its socket open, and what is sent to it waits there, unread."""

@@ -248,7 +248,9 @@ class Load:
     async def _turns(self, runner: Runner) -> None:
         """Turn after turn until the load stops; a refused step gives the turn up."""
         session, runner_id = runner.session, f"r{runner.index}"
-        previous: pb.TurnLease | None = None
+        # Every lease this runner was given: the session is its alone, so a turn holding it is one
+        # of these, which it completed or gave up and whose end a failover lost.
+        leases: dict[str, pb.TurnLease] = {}
         n = 0
         while not self._stopping:
             n += 1
@@ -256,12 +258,11 @@ class Load:
             request = pb.AdmitTurnRequest(session=session, turn_id=turn_id, runner_id=runner_id)
             admitted = await self._step(runner, "admit", _admitting(request), lambda reply: reply.replayed)
             if isinstance(admitted, Refused):
-                if previous is not None and admitted.active_turn_id == previous.turn_id:
-                    # The turn this runner completed is active again: its completion was lost.
-                    # Completing it again frees the session for the next turn.
-                    await self._complete(runner, previous)
+                if (held := leases.get(admitted.active_turn_id)) is not None:
+                    # Completing it (again) frees the session for the next turn.
+                    await self._complete(runner, held)
                 continue
-            lease = admitted.lease
+            lease = leases[turn_id] = admitted.lease
             runner.told(Write("admitted", turn_id, lease.generation))
             beat = await self._step(
                 runner, "heartbeat", _heartbeating(pb.HeartbeatRequest(lease=lease)), _shows_nothing
@@ -269,10 +270,8 @@ class Load:
             if isinstance(beat, Refused) or beat.directive != pb.DIRECTIVE_CONTINUE:
                 runner.abandoned += 1
                 continue
-            if not await self._tool_call(runner, lease):
-                continue
-            if await self._complete(runner, lease):
-                previous = lease
+            if await self._tool_call(runner, lease):
+                await self._complete(runner, lease)
 
     async def _tool_call(self, runner: Runner, lease: pb.TurnLease) -> bool:
         """Opens the call and closes it; False if refused."""
