@@ -40,8 +40,9 @@ _FAST_RECONNECT = [
 # below the kernel's ephemeral range (a bind to port 0 and every outgoing connection draw from
 # that), so a port a test's server was given, and may take again after a restart, is not taken
 # meanwhile by another worker's server or by a client's socket. Cluster bus ports (port + 10000)
-# fall clear of every worker's range.
-FIRST_PORT = 12_000
+# fall clear of every worker's range. Two test runs at once on one machine set
+# TURNGATE_TEST_FIRST_PORT apart (e.g. 12000 and 17000) so that their ranges do not meet.
+FIRST_PORT = int(os.environ.get("TURNGATE_TEST_FIRST_PORT", "12000"))
 PORTS_PER_WORKER = 1_000
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
 _FIRST = FIRST_PORT + PORTS_PER_WORKER * (int(_WORKER) if _WORKER.isdigit() else 0)
