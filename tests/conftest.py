@@ -1,5 +1,5 @@
 """What every directory of the suite shares: the fixtures of tests/support registered as plugins,
-and the Hypothesis profiles.
+the Hypothesis profiles, and Ctrl-C as a terminal sends it.
 
 The profile is TURNGATE_HYPOTHESIS_PROFILE's (or `--hypothesis-profile`'s): `turngate-unit` by
 default (the full suite), `dev` for quick edit loops (`nox -s fast`), `turngate-thorough` for a
@@ -9,6 +9,7 @@ long run.
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 from _pytest.nodeid import NodeId
@@ -25,6 +26,11 @@ pytest_plugins = [
     "tests.support.served",
     "tests.support.guarded",
 ]
+
+# A suite started as a background job (`cmd &` in a script) inherits SIGINT ignored, and so would
+# every process it starts: the tests that press Ctrl-C on a `turngate` command would wait forever.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The examples each property test tries, and the steps of each state machine run, by profile.
 PROFILES = {"turngate-unit": (300, 50), "turngate-thorough": (5_000, 100), "dev": (25, 20)}
