@@ -70,7 +70,7 @@ class CuttingProxy:
                     answers.cancel()
                     await asyncio.wait([answers])  # nothing more reaches the client
                     if cut.forward:
-                        await _answered(chunk, server_in, server_out)
+                        await _answered(chunk, client_in, server_in, server_out)
                     return
                 server_out.write(chunk)
                 await server_out.drain()
@@ -82,14 +82,30 @@ class CuttingProxy:
 
 
 async def _answered(
-    request: bytes, server_in: asyncio.StreamReader, server_out: asyncio.StreamWriter
+    request: bytes,
+    client_in: asyncio.StreamReader,
+    server_in: asyncio.StreamReader,
+    server_out: asyncio.StreamWriter,
 ) -> None:
-    """Sends `request` to the server and waits for (the start of) its answer, which it drops."""
+    """Sends `request` to the server and waits for (the start of) its answer, which it drops.
+    The rest of the request, when it comes in more than one read (a loaded machine), follows it:
+    the server answers only a whole command."""
     server_out.write(request)
     await server_out.drain()
-    async with asyncio.timeout(ANSWER_TIMEOUT_S):
-        answer = await server_in.read(_CHUNK)
+    rest = asyncio.create_task(_relay_rest(client_in, server_out))
+    try:
+        async with asyncio.timeout(ANSWER_TIMEOUT_S):
+            answer = await server_in.read(_CHUNK)
+    finally:
+        rest.cancel()
+        await asyncio.wait([rest])
     assert answer, "the server closed the connection instead of answering"
+
+
+async def _relay_rest(client_in: asyncio.StreamReader, server_out: asyncio.StreamWriter) -> None:
+    while chunk := await client_in.read(_CHUNK):
+        server_out.write(chunk)
+        await server_out.drain()
 
 
 async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:

@@ -44,6 +44,7 @@ from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.outbox import RedisOutbox
 from turngate.service.store.redis.replication import Replication
+from turngate.service.store.redis.script import CAS
 from turngate.service.store.redis.store import RedisStore
 from turngate.service.store.sql import SqlStore
 from turngate.service.watchdog import Watchdog
@@ -99,7 +100,9 @@ async def test_a_master_demoted_under_a_blocked_wait_answers_unblocked_and_the_w
     (a cluster node: CLUSTER FAILOVER on its replica; the others: REPLICAOF)."""
     waiting = waiting_for(redis_server, keys, REPLICAS[redis_server.topology] + 1, 30_000)
     master = await redis_server.master_of(keys.doc(KEY))
-    # The script loaded where the session lives: the WAIT is then the script's, not a NOSCRIPT's.
+    # The script loaded on the node whose WAIT the test watches: the WAIT is then the script's, not
+    # one sent after a NOSCRIPT (which would leave nothing applied).
+    await master.query("SCRIPT", "LOAD", CAS)
     await store.apply(KEY, ResumeQueue())
     # The deployment is shared: a client an earlier test closed while it waited may still be
     # blocked in WAIT (on a loaded machine), and would be taken for this test's.
