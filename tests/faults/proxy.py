@@ -92,7 +92,7 @@ async def _answered(
     the server answers only a whole command."""
     server_out.write(request)
     await server_out.drain()
-    rest = asyncio.create_task(_relay_rest(client_in, server_out))
+    rest = asyncio.create_task(_pipe(client_in, server_out))
     try:
         async with asyncio.timeout(ANSWER_TIMEOUT_S):
             answer = await server_in.read(_CHUNK)
@@ -102,14 +102,8 @@ async def _answered(
     assert answer, "the server closed the connection instead of answering"
 
 
-async def _relay_rest(client_in: asyncio.StreamReader, server_out: asyncio.StreamWriter) -> None:
-    while chunk := await client_in.read(_CHUNK):
-        server_out.write(chunk)
-        await server_out.drain()
-
-
 async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    """Relays what the server sends; its end of the connection ends the client's too."""
+    """Relays what `source` sends to `sink`; the end of `source` ends `sink` too."""
     while chunk := await source.read(_CHUNK):
         sink.write(chunk)
         await sink.drain()
