@@ -25,6 +25,7 @@ from tests.faults.servers import DurableRedis
 from tests.support.commands import KEY, LEASE, SECOND, admit
 from tests.support.stores import REDIS_RETENTION, open_sql_store
 from tests.support.waiting import eventually
+from turngate.service.codec import load_session
 from turngate.service.core import (
     Admit,
     Admitted,
@@ -40,6 +41,7 @@ from turngate.service.ledger.reads import Ledger
 from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import migrate
+from turngate.service.store.redis import store as redis_store
 from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.outbox import RedisOutbox
@@ -94,10 +96,14 @@ async def test_a_write_no_replica_confirms_in_time_is_outcome_unknown_and_a_retr
 
 @pytest.mark.redis
 async def test_a_master_demoted_under_a_blocked_wait_answers_unblocked_and_the_write_is_outcome_unknown(
-    redis_server: PrivateRedis, keys: Keyspace, store: RedisStore
+    redis_server: PrivateRedis, keys: Keyspace, store: RedisStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failover while WAIT blocks: Redis unblocks the WAIT (UNBLOCKED) of a script it ran
     (a cluster node: CLUSTER FAILOVER on its replica; the others: REPLICAOF)."""
+    # The script must run, not refuse a decision a loaded machine made more than the clock window
+    # before it (its WAIT blocks all the same, and a cut connection could not tell the two apart).
+    monkeypatch.setattr(redis_store, "BEHIND_LIMIT_US", 60 * SECOND)
+    monkeypatch.setattr(redis_store, "AHEAD_LIMIT_US", 60 * SECOND)
     waiting = waiting_for(redis_server, keys, REPLICAS[redis_server.topology] + 1, 30_000)
     master = await redis_server.master_of(keys.doc(KEY))
     # The script loaded on the node whose WAIT the test watches: the WAIT is then the script's, not
@@ -110,6 +116,7 @@ async def test_a_master_demoted_under_a_blocked_wait_answers_unblocked_and_the_w
     try:
         applying = asyncio.create_task(waiting.apply(KEY, ADMIT))
         await eventually(lambda: blocked_in_wait(master))
+        assert await holds_turn(master, keys), "the script ran before its WAIT blocked"
         async with redis_server.demoted(keys.doc(KEY)):
             with pytest.raises(WriteOutcomeUnknown) as caught:
                 await applying
@@ -135,6 +142,12 @@ async def blocked_in_wait(master: Node) -> bool:
         dict(field.split("=", 1) for field in line.split() if "=" in field) for line in text.splitlines()
     ]
     return any(client.get("cmd") == "wait" and "b" in client.get("flags", "") for client in clients)
+
+
+async def holds_turn(master: Node, keys: Keyspace) -> bool:
+    """Whether `master` itself has a turn active in KEY's session."""
+    document = await master.query("HGET", keys.doc(KEY), "doc")
+    return document is not None and load_session(document).active is not None
 
 
 async def nobody_in_wait(master: Node) -> bool:
