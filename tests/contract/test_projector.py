@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, cast
 
 import pytest
 from redis.asyncio import Redis
 from redis.typing import KeyT, StreamIdT
-from sqlalchemy import event
+from sqlalchemy import event, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -48,6 +49,8 @@ from turngate.service.core import (
     RecordInteraction,
     RecordToolCall,
     ResolveInteraction,
+    Retire,
+    Retired,
     SessionKey,
     ToolCallStatus,
     TurnAdmitted,
@@ -722,3 +725,37 @@ async def test_a_live_projector_pruned_with_nothing_pending_goes_on_under_its_na
     assert await consumers(redis, redis_keyspace) == {"other": 0}
     assert await lag_is_zero(other)
     assert await ledger_rows(ledger, PROJECT) == await expected_rows(redis, redis_keyspace, ledger, keys)
+
+
+async def test_r1_a_session_that_left_redis_and_came_back_is_recorded_as_a_new_run_not_a_lost_history(
+    redis: Redis,
+    redis_keyspace: Keyspace,
+    ledger: AsyncEngine,
+    redis_store: RedisStore,
+    make_projector: MakeProjector,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    keys = sessions(3)
+    await play_turns(redis_store, keys)
+    projector = await make_projector()
+    await projector.poll()
+    for key in keys:
+        assert (await redis_store.apply(key, Retire(1))).reply == Retired(True)
+    await play_turns(redis_store, keys, first=1)
+    back = [(await redis_store.load(key)).epoch for key in keys]
+
+    with caplog.at_level(logging.WARNING, logger="turngate.projector"):
+        await projector.poll()
+        await projector.poll()
+
+    assert projector.lost_histories == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "nothing was lost"
+    assert await projector.lag() == 0
+    async with ledger.connect() as conn:
+        followed = {
+            (row.session_id, row.epoch, row.seq) for row in await conn.execute(select(ledger_cursors))
+        }
+    assert followed == {(key.session_id, epoch, 4) for key, epoch in zip(keys, back, strict=True)}
+    history = await ledger_rows(ledger, PROJECT)
+    turns = {(row[0], row[2]) for row in history["turns"]}
+    assert turns == {(key.session_id, turn) for key in keys for turn in ("t0", "t1")}, "both runs, whole"

@@ -37,6 +37,8 @@ from turngate.service.core import (
     Directive,
     Heartbeat,
     HeartbeatReply,
+    Retire,
+    Retired,
     Session,
     SessionKey,
     TurnOutcome,
@@ -54,7 +56,11 @@ CAS_SHA = hashlib.sha1(files("turngate.service.store.redis").joinpath("cas.lua")
 
 class OpenRedisStore(Protocol):
     def __call__(
-        self, *, retention: int = REDIS_RETENTION, max_attempts: int = MAX_ATTEMPTS
+        self,
+        *,
+        retention: int = REDIS_RETENTION,
+        max_event_age: int | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
     ) -> RedisStore: ...
 
 
@@ -63,8 +69,19 @@ async def open_replica(redis_keyspace: Keyspace) -> AsyncIterator[OpenRedisStore
     """Opens Redis stores (replicas, each with its own connections) on this test's keyspace."""
     opened: list[RedisStore] = []
 
-    def open_one(*, retention: int = REDIS_RETENTION, max_attempts: int = MAX_ATTEMPTS) -> RedisStore:
-        store = open_redis_store(REDIS_SERVER, redis_keyspace, retention=retention, max_attempts=max_attempts)
+    def open_one(
+        *,
+        retention: int = REDIS_RETENTION,
+        max_event_age: int | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> RedisStore:
+        store = open_redis_store(
+            REDIS_SERVER,
+            redis_keyspace,
+            retention=retention,
+            max_event_age=max_event_age,
+            max_attempts=max_attempts,
+        )
         opened.append(store)
         return store
 
@@ -228,8 +245,10 @@ async def test_every_key_one_apply_writes_hashes_to_one_cluster_slot(
         complete = Complete("t1", lease.generation, TurnOutcome.COMPLETED)
         _, settling = await keys_written_by(redis_client, redis_keyspace, redis_store.apply(key, complete))
 
-        for written in (admitting, settling):
-            assert len(written) == 5, "the document, the log, the deadline and active indexes, the outbox"
+        # The document, its log, the outbox and the indexes: deadlines and active; the idle one too
+        # once the session is idle (R1).
+        for written, indexes in ((admitting, 2), (settling, 3)):
+            assert len(written) == 3 + indexes, written
             slots = {key_slot(name) for name in written}
             assert len(slots) == 1, written
             slots_used |= slots
@@ -360,3 +379,78 @@ async def test_unrecorded_is_the_document_and_the_log_after_the_ledgers_mark(
     assert before.events == tuple(everything), "the ledger has nothing yet"
     assert after.events == tuple(everything[3:])
     assert await redis_store.unrecorded(SessionKey("p", "never-written")) == Unrecorded(Session(), ())
+
+
+# --- retirement (docs/design.md §8) and logs bounded by age -------------------------------------
+
+
+async def settled_and_idle(store: RedisStore) -> None:
+    lease = await admit(store, KEY, "t1")
+    await store.apply(KEY, Complete("t1", lease.generation, TurnOutcome.COMPLETED))
+    idle_since = (await store.load(KEY)).idle_since()
+    assert idle_since is not None
+    await asyncio.sleep(0.01)
+
+
+def naming(contents: dict[bytes, object], name: str) -> list[bytes]:
+    """The keys whose name or contents name `name` (a session's member)."""
+    return [
+        key
+        for key, value in contents.items()
+        if name.encode() in key or name.encode() in repr(value).encode()
+    ]
+
+
+async def test_r1_a_session_leaves_redis_only_once_the_ledger_holds_its_log_and_then_leaves_nothing(
+    redis_store: RedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    await settled_and_idle(redis_store)
+    head = (await redis_store.load(KEY)).head
+
+    waiting = await redis_store.apply(KEY, Retire(1))
+    assert waiting.reply == Retired(False), "the ledger has recorded nothing yet"
+    assert not waiting.changed
+    await redis_client.hset(redis_keyspace.doc(KEY), "ledger", head - 1)
+    assert (await redis_store.apply(KEY, Retire(1))).reply == Retired(False), "nor all of it"
+    await redis_client.hset(redis_keyspace.doc(KEY), "ledger", head)
+
+    assert (await redis_store.apply(KEY, Retire(1))).reply == Retired(True)
+    contents = await redis_contents(redis_client, redis_keyspace)
+    # The outbox's entries are the projector's: its acknowledgement, which raised the mark, deletes them.
+    del contents[redis_keyspace.outbox(redis_keyspace.bucket(KEY)).encode()]
+    assert naming(contents, member(KEY)) == [], "not a byte of the session is left"
+
+
+async def test_r1_a_replica_that_knew_the_removed_session_decides_again_on_the_empty_one(
+    open_replica: OpenRedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    knowing, retiring = open_replica(), open_replica()
+    await settled_and_idle(knowing)
+    await redis_client.hset(redis_keyspace.doc(KEY), "ledger", (await knowing.load(KEY)).head)
+    assert (await retiring.apply(KEY, Retire(1))).reply == Retired(True)
+
+    again = await admit(knowing, KEY, "t2")
+
+    state = await knowing.load(KEY)
+    assert state.active is not None
+    assert state.active.turn_id == "t2"
+    assert state.head == 1, "a new log"
+    assert again.generation > 0
+
+
+async def test_event_logs_keep_young_events_and_trim_old_ones_the_ledger_has_as_part_of_writes(
+    open_replica: OpenRedisStore, redis_client: Redis, redis_keyspace: Keyspace
+) -> None:
+    store = open_replica(max_event_age=SECOND // 2)
+    generation = await write_events(store, 5)
+    await asyncio.sleep(0.6)  # events 1-5 are now older than the bound
+    await store.apply(KEY, open_call("t1", generation, "young"))
+    assert await log_ids(redis_client, redis_keyspace) == stream_ids(1, 6), "none recorded: all kept"
+
+    await redis_client.hset(redis_keyspace.doc(KEY), "ledger", 3)
+    await store.apply(KEY, open_call("t1", generation, "younger"))
+
+    assert await log_ids(redis_client, redis_keyspace) == stream_ids(4, 7), "old and recorded: gone"
+    await redis_client.hset(redis_keyspace.doc(KEY), "ledger", 7)
+    await store.apply(KEY, open_call("t1", generation, "youngest"))
+    assert await log_ids(redis_client, redis_keyspace) == stream_ids(6, 8), "4 and 5 were old too"

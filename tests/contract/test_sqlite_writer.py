@@ -30,6 +30,7 @@ from tests.support.commands import KEY, LEASE, admit, open_call
 from tests.support.waiting import eventually
 from turngate.service.core import Admit, Admitted, Command, Decision, Session, SessionKey, TurnAdmitted
 from turngate.service.ports.store import Applied, StoreUnavailable, WriteOutcomeUnknown
+from turngate.service.store.cas import History
 from turngate.service.store.sql import SqlStore, open_store
 from turngate.service.store.sqlite import BATCH_CAP, SqliteWriter
 
@@ -145,13 +146,15 @@ async def _fail_ledger_writes_of(store: SqlStore, session_id: str) -> None:
     await writer.run(create)
 
 
-def _decide_failing_for(store: SqlStore, session_id: str) -> Callable[[Session, Command, int], Applied]:
+def _decide_failing_for(
+    store: SqlStore, session_id: str
+) -> Callable[[Session, Command, int, History], Applied]:
     decide = store._decide
 
-    def failing(state: Session, command: Command, now: int) -> Applied:
+    def failing(state: Session, command: Command, now: int, history: History) -> Applied:
         if isinstance(command, Admit) and command.runner_id == session_id:
             raise RuntimeError("a bug in decide")
-        return decide(state, command, now)
+        return decide(state, command, now, history)
 
     return failing
 
@@ -257,7 +260,7 @@ async def test_a_cancelled_callers_queued_command_that_then_fails_is_consumed_ne
     finally:
         loop.set_exception_handler(handler)
 
-    assert [context["message"] for context in reported] == []
+    assert reported == [], "the whole context says which task, and what it raised"
     assert await store.load(SessionKey("p", "bad")) == Session()
 
 
@@ -329,9 +332,9 @@ async def test_a_batch_meeting_another_connections_write_lock_waits_for_it_then_
     decisions: list[int] = []
     decide = store._decide
 
-    def counted(state: Session, command: Command, now: int) -> Applied:
+    def counted(state: Session, command: Command, now: int, history: History) -> Applied:
         decisions.append(now)
-        return decide(state, command, now)
+        return decide(state, command, now, history)
 
     monkeypatch.setattr(store, "_decide", counted)
     path = sqlite_url.removeprefix("sqlite+aiosqlite:///")

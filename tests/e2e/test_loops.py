@@ -25,7 +25,7 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # Waits after a failure longer than any test runs.
 NEVER = Backoff(first=3600.0, cap=3600.0, stable_after=3600.0)
 # The loops a SQLite server runs until it stops (its schema's ends once it is migrated).
-LOOPS = {"watchdog", "health"}
+LOOPS = {"watchdog", "retirement", "health"}
 
 
 async def test_a_loop_failing_longer_than_the_grace_makes_readiness_not_serving_naming_it_until_it_runs_again(

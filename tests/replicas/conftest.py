@@ -39,12 +39,16 @@ async def redis(redis_url: str) -> AsyncIterator[RedisClient]:
 
 
 @pytest.fixture(scope="module")
-async def deployment(redis_url: str, redis: RedisClient) -> AsyncIterator[Deployment]:
-    """The Redis under a prefix of the module's own, and a new PostgreSQL database."""
+async def deployment(
+    request: pytest.FixtureRequest, redis_url: str, redis: RedisClient
+) -> AsyncIterator[Deployment]:
+    """The Redis under a prefix of the module's own, and a new PostgreSQL database; sessions idle
+    for the module's IDLE_RETENTION seconds leave Redis, if it names one."""
     prefix = unique_prefix()
+    idle_retention = getattr(request.module, "IDLE_RETENTION", None)
     try:
         async with postgres_database("turngate_replicas") as database:
-            yield Deployment(redis_url, prefix, postgres_url(database))
+            yield Deployment(redis_url, prefix, postgres_url(database), idle_retention=idle_retention)
     finally:
         await delete_prefix(redis, prefix)
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
-from turngate.service.core import Command, Event, Session, SessionKey
+from turngate.service.core import Command, Event, Session, SessionKey, SettledTurn, TurnSettled
 from turngate.service.ports.store import (
     Applied,
     BeforeWrite,
@@ -25,7 +25,7 @@ from turngate.service.ports.store import (
     Unrecorded,
     WriteOutcomeUnknown,
 )
-from turngate.service.store.cas import CompareAndSetStore
+from turngate.service.store.cas import CompareAndSetStore, History
 
 MAX_ATTEMPTS = 32
 # A realistic store clock (µs since the epoch): where a FakeClock starts, and the core's unit tests' timeline.
@@ -71,13 +71,15 @@ class MemoryData:
 
     As the Redis store does, it tells which events a ledger fed after the fact may lack: those
     after `recorded[key]` (the ledger's mark, 0 by default: a ledger that has recorded nothing),
-    and its log keeps the events after `trimmed[key]` only."""
+    and its log keeps the events after `trimmed[key]` only. `history` is what a ledger keeps of
+    each session's settled turns, after the session has left too (R1)."""
 
     clock: FakeClock | HostClock = field(default_factory=FakeClock)
     rows: dict[SessionKey, _Row] = field(default_factory=dict)
     down: bool = False
     recorded: dict[SessionKey, int] = field(default_factory=dict)
     trimmed: dict[SessionKey, int] = field(default_factory=dict)
+    history: dict[SessionKey, list[SettledTurn]] = field(default_factory=dict)
 
     def version(self, key: SessionKey) -> int:
         """How many writes the session has had (0: never written)."""
@@ -100,7 +102,7 @@ class MemoryStore(CompareAndSetStore):
         before_write: BeforeWrite | None = None,
         max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
-        super().__init__(before_write=before_write, max_attempts=max_attempts)
+        super().__init__(before_write=before_write, max_attempts=max_attempts, recall=self._recall_settled)
         if data is None:
             data = MemoryData(FakeClock() if clock is None else clock)
         assert clock is None or clock is data.clock, "the data has a clock of its own"
@@ -122,9 +124,9 @@ class MemoryStore(CompareAndSetStore):
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
         return _unavailable_on_failure()
 
-    async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
+    async def _attempt(self, key: SessionKey, command: Command, history: History) -> Applied | None:
         row = self._read(key)
-        applied = self._decide(Session() if row is None else row.state, command, self.data.clock.now)
+        applied = self._decide(Session() if row is None else row.state, command, self.data.clock.now, history)
         if not applied.decision.changed:
             return applied
         await self._before_write(key, command)
@@ -133,16 +135,27 @@ class MemoryStore(CompareAndSetStore):
         if self.data.version(key) != (0 if row is None else row.version):
             return None  # another writer changed the session since the read: decide again
         decision = applied.decision
-        self.data.rows[key] = _Row(
-            version=1 if row is None else row.version + 1,
-            state=decision.state,
-            events=(() if row is None else row.events) + decision.events,
-            deadline=decision.state.deadline(),
-            turn_active=decision.state.turn_active,
+        self.data.history.setdefault(key, []).extend(
+            event.body.turn for event in decision.events if isinstance(event.body, TurnSettled)
         )
+        if decision.removed:
+            del self.data.rows[key]
+        else:
+            self.data.rows[key] = _Row(
+                version=1 if row is None else row.version + 1,
+                state=decision.state,
+                events=(() if row is None else row.events) + decision.events,
+                deadline=decision.state.deadline(),
+                turn_active=decision.state.turn_active,
+            )
         with _unavailable_on_failure(sent=True):
             await self._after_write(key, command)
         return applied
+
+    async def _recall_settled(self, key: SessionKey) -> list[SettledTurn]:
+        with _unavailable_on_failure():
+            self._reach()
+        return list(self.data.history.get(key, ()))
 
     # --- the reads -----------------------------------------------------------------------------
 
@@ -182,6 +195,14 @@ class MemoryStore(CompareAndSetStore):
         deadlines = self._deadlines()
         due = sorted((deadline, key) for key, deadline in deadlines.items() if deadline <= now)
         return [key for _, key in due[:limit]]
+
+    async def retirable(self, before: int, limit: int) -> list[SessionKey]:
+        with _unavailable_on_failure():
+            self._reach()
+        idle = ((row.state.idle_since(), key) for key, row in self.data.rows.items())
+        return [key for since, key in sorted((s, k) for s, k in idle if s is not None and s <= before)][
+            :limit
+        ]
 
     async def active(
         self, project_id: str, after: tuple[int, str] | None, limit: int

@@ -38,6 +38,8 @@ class Deployment:
     reclaim_idle: float = 1.0
     # False: the replicas leave the ledger to `turngate project` processes (`projector`).
     replicas_project: bool = True
+    # Seconds an idle session stays in Redis (None: the default, a day).
+    idle_retention: float | None = None
 
     @property
     def keys(self) -> Keyspace:
@@ -52,6 +54,7 @@ class Deployment:
             "TURNGATE_STOP_GRACE": str(self.stop_grace),
             "TURNGATE_RECLAIM_IDLE": str(self.reclaim_idle),
             "TURNGATE_PROJECTOR": str(self.replicas_project).lower(),
+            **({} if self.idle_retention is None else {"TURNGATE_IDLE_RETENTION": str(self.idle_retention)}),
         }
 
     @property

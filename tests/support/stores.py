@@ -38,9 +38,20 @@ def open_sql_store(url: str, *, max_attempts: int = MAX_ATTEMPTS) -> SqlStore:
 
 
 def open_redis_store(
-    url: str, keys: Keyspace, *, retention: int = REDIS_RETENTION, max_attempts: int = MAX_ATTEMPTS
+    url: str,
+    keys: Keyspace,
+    *,
+    retention: int = REDIS_RETENTION,
+    max_event_age: int | None = None,
+    max_attempts: int = MAX_ATTEMPTS,
 ) -> RedisStore:
-    return RedisStore(connect(url, REDIS_TIMEOUT_S), keys, retention=retention, max_attempts=max_attempts)
+    return RedisStore(
+        connect(url, REDIS_TIMEOUT_S),
+        keys,
+        retention=retention,
+        max_event_age=max_event_age,
+        max_attempts=max_attempts,
+    )
 
 
 async def wait_past(store: Store, instant: int) -> None:

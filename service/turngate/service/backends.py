@@ -17,10 +17,11 @@ from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from turngate.service.config import Settings
+from turngate.service.config import Settings, microseconds
 from turngate.service.history import LiveHistory
 from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ledger.reads import Ledger
+from turngate.service.ledger.recall import recall_unless_down
 from turngate.service.ports.feed import Feed
 from turngate.service.redis_url import RedisUrl
 from turngate.service.schema import LedgerSchema
@@ -76,14 +77,16 @@ async def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Bac
     """Redis may be down at start (health says NOT_SERVING until it answers); so may the ledger
     (coordination works without it; it is migrated, and projected, once it answers)."""
     keys = _keyspace(settings)
+    engine = make_engine(ledger_url(settings))
     store = RedisStore(
         connect(settings.store, settings.redis_timeout),
         keys,
         retention=settings.event_retention,
+        max_event_age=None if settings.event_max_age is None else microseconds(settings.event_max_age),
         replication=_replication(settings),
+        recall=recall_unless_down(Ledger(engine)),
     )
     feed = open_feed(RedisUrl.parse(settings.store), keys, settings.redis_timeout)
-    engine = make_engine(ledger_url(settings))
     schema = LedgerSchema(ledger_url(settings), migrate=settings.migrate, report=report_ledger)
     backend = Backend(
         store,

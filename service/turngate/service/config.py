@@ -72,6 +72,11 @@ def _seconds(us: int) -> float:
     return us / limits.SECOND
 
 
+def microseconds(seconds: float) -> int:
+    """A setting's seconds as the core's µs."""
+    return round(seconds * limits.SECOND)
+
+
 DAY = _seconds(limits.DAY)
 
 
@@ -122,6 +127,16 @@ class Settings(BaseSettings):
     """Turns that may wait per session."""
     event_retention: int = Field(1_000, ge=100, le=1_000_000)
     """How many of a session's latest events a watcher may resume from; older cursors resync."""
+    event_max_age: Seconds | None = Field(None, ge=60.0, le=DAY * 365)
+    """Redis store: seconds a session's events stay in its log (besides the last
+    TURNGATE_EVENT_RETENTION; unset: no bound by age); older cursors resync."""
+    idle_retention: Seconds = Field(
+        _seconds(limits.DEFAULT_IDLE_RETENTION),
+        ge=_seconds(limits.MIN_IDLE_RETENTION),
+        le=_seconds(limits.MAX_IDLE_RETENTION),
+    )
+    """Seconds a session in which nothing is live stays in the store; then it leaves it (its
+    history stays), and comes back as new when used again."""
     watch_buffer: int = Field(1024, ge=16, le=1_000_000)
     """Events queued for one watcher before its stream ends and it must resume from its cursor."""
     migrate: bool = True

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from turngate.service import core
 from turngate.service.core import SessionKey, TurnPhase
+from turngate.service.ledger.reads import recall
 from turngate.service.ledger.replay import replay
 from turngate.service.ports.history import TurnHistory, TurnView, turn_view
 from turngate.service.ports.store import Store, StoreUnavailable
@@ -28,6 +29,17 @@ class LiveHistory:
     def __init__(self, ledger: TurnHistory, store: Store) -> None:
         self._ledger = ledger
         self._store = store
+
+    async def session(self, key: SessionKey) -> core.Session:
+        """The session's document; for one the store does not hold (never written, or removed:
+        R2), its settled turns as history recalls them, if history answers."""
+        state = await self._store.load(key)
+        if state.epoch != core.NO_EPOCH:
+            return state
+        try:
+            return core.recalled(state, await recall(self._ledger, key))
+        except StoreUnavailable:
+            return state
 
     async def get_turn(self, key: SessionKey, turn_id: str) -> TurnView | None:
         """The turn's latest generation, with its tool calls and interactions; a turn waiting in

@@ -30,8 +30,9 @@ from turngate.service.auth.principals import load_tokens
 from turngate.service.auth.session_tokens import load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, ledger_url, open_backend, project_when_migrated, projector_for
-from turngate.service.config import Settings, host_and_port
+from turngate.service.config import Settings, host_and_port, microseconds
 from turngate.service.health import LIVENESS, STORE, Health, follow_store
+from turngate.service.retirement import Retirement
 from turngate.service.schema import LEDGER, LedgerSchema
 from turngate.service.sql.engine import dispose, make_engine
 from turngate.service.store.cas import CompareAndSetStore
@@ -110,6 +111,7 @@ class TurngateServer:
             store, buffer=settings.watch_buffer, retention=settings.event_retention, feed=backend.feed
         )
         watchdog = Watchdog(store)
+        retirement = Retirement(store, idle_retention=microseconds(settings.idle_retention))
         policy = Policy.from_settings(settings)
         quota = WatchQuota(settings.max_watches_per_principal, settings.max_watches_per_session)
         projector = backend.projector
@@ -158,6 +160,7 @@ class TurngateServer:
             await self._start_http(bridge_target)
         loops = {
             "watchdog": watchdog.run,
+            "retirement": retirement.run,
             # The store's ping looked up at each call, as a test may swap it.
             "health": lambda: follow_store(self._health, lambda: self.store.ping(), _HEALTH_INTERVAL),
             **backend.loops,

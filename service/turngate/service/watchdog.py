@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from turngate.service.at_once import count_at_once
 from turngate.service.core import Decision, Expire, SessionKey, Swept
 from turngate.service.ports.store import Store, StoreContention, StoreUnavailable
 from turngate.service.telemetry import traces
@@ -49,13 +50,7 @@ class Watchdog:
         settled = 0
         while True:
             due = await self._store.due(await self._store.now(), self._batch)
-            # Sessions are independent: a batch is settled at once, so the store can pipeline (or
-            # group-commit) its writes instead of taking a round trip per session.
-            results = await asyncio.gather(*map(self._settle, due), return_exceptions=True)
-            settled += results.count(True)
-            for failure in results:
-                if isinstance(failure, BaseException):
-                    raise failure
+            settled += await count_at_once(due, self._settle)
             if len(due) < self._batch:
                 return settled
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turngate.service.config import Settings
+from turngate.service.config import Settings, microseconds
 from turngate.service.core import limits
 
 
@@ -28,17 +28,13 @@ class Policy:
     def from_settings(cls, settings: Settings) -> Policy:
         """The settings' policy, durations in µs."""
         return cls(
-            lease_ttl=_us(settings.lease_ttl),
-            stop_grace=_us(settings.stop_grace),
-            tombstone_ttl=_us(settings.tombstone_ttl),
+            lease_ttl=microseconds(settings.lease_ttl),
+            stop_grace=microseconds(settings.stop_grace),
+            tombstone_ttl=microseconds(settings.tombstone_ttl),
             max_open_tool_calls=settings.max_open_tool_calls,
             max_pending_interactions=settings.max_pending_interactions,
             max_active_sessions_per_project=settings.max_active_sessions_per_project,
-            queue_wait=_us(settings.queue_wait),
-            max_queue_wait=_us(settings.max_queue_wait),
+            queue_wait=microseconds(settings.queue_wait),
+            max_queue_wait=microseconds(settings.max_queue_wait),
             max_queue_depth=settings.max_queue_depth,
         )
-
-
-def _us(seconds: float) -> int:
-    return round(seconds * limits.SECOND)

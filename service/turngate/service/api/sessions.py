@@ -14,7 +14,7 @@ from turngate.service.api.encoded import EncodedEvents, snapshot_response
 from turngate.service.api.errors import guarded
 from turngate.service.api.quota import WatchLimit, WatchQuota
 from turngate.service.api.replies import Context
-from turngate.service.ports.history import TurnHistory, TurnView
+from turngate.service.ports.history import SessionHistory, TurnView
 from turngate.service.ports.store import Store
 from turngate.service.watch import Snapshot, WatchClosed, WatchHub, WatchOverflow
 from turngate.v1 import turngate_pb2 as pb
@@ -27,7 +27,7 @@ class SessionService:
 
     PRE_SERIALIZED = frozenset({"WatchSession"})
 
-    def __init__(self, store: Store, history: TurnHistory, hub: WatchHub, quota: WatchQuota) -> None:
+    def __init__(self, store: Store, history: SessionHistory, hub: WatchHub, quota: WatchQuota) -> None:
         self._store = store
         self._history = history
         self._hub = hub
@@ -63,7 +63,7 @@ class SessionService:
     @guarded
     async def GetSession(self, request: pb.GetSessionRequest, context: Context) -> pb.GetSessionResponse:
         key = parse.get_session(request)
-        return pb.GetSessionResponse(snapshot=convert.snapshot(key, await self._store.load(key)))
+        return pb.GetSessionResponse(snapshot=convert.snapshot(key, await self._history.session(key)))
 
     @guarded
     async def GetTurn(self, request: pb.GetTurnRequest, context: Context) -> pb.GetTurnResponse:

@@ -12,9 +12,10 @@ from turngate.service.core.commands import (
     RecordToolCall,
     ResolveInteraction,
     ResumeQueue,
+    Retire,
     RunnerCommand,
 )
-from turngate.service.core.decide import ClockWindow, Decision, clock_window, decide
+from turngate.service.core.decide import ClockWindow, Decision, clock_window, decide, needs_history, recalled
 from turngate.service.core.enums import (
     AdmissionMode,
     Directive,
@@ -64,6 +65,7 @@ from turngate.service.core.replies import (
     Refusal,
     Reply,
     Resumed,
+    Retired,
     Swept,
     ToolCallReply,
 )
@@ -112,6 +114,8 @@ __all__ = [
     "ResolveInteraction",
     "ResumeQueue",
     "Resumed",
+    "Retire",
+    "Retired",
     "RunnerCommand",
     "Session",
     "SessionKey",
@@ -133,4 +137,6 @@ __all__ = [
     "TurnSettled",
     "clock_window",
     "decide",
+    "needs_history",
+    "recalled",
 ]

@@ -131,5 +131,13 @@ class Expire:
     queued turns' expiries)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """The watchdog's removal of a session idle for `idle_retention` (R1): it leaves the hot store
+    if, once whatever the clock says is due is settled, nothing in it is live."""
+
+    idle_retention: int = limits.DEFAULT_IDLE_RETENTION
+
+
 RunnerCommand = Heartbeat | RecordToolCall | RecordInteraction | Complete
-Command = Admit | RunnerCommand | ResolveInteraction | Cancel | ResumeQueue | ClearQueue | Expire
+Command = Admit | RunnerCommand | ResolveInteraction | Cancel | ResumeQueue | ClearQueue | Expire | Retire

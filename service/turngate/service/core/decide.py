@@ -7,6 +7,9 @@ belong to the principal that admitted it: `_foreign`); I4 guarded Stop:
 `_settle`; I8 no resurrection and I10 one clock: `_settle_if_due`, run before every command;
 I9 ordered events: `_Draft.finish`; I12 late approval refused: `_resolve_interaction`.
 
+Retirement (§8): R1 an idle session leaves the hot store: `_retire`; R2 a Stop on a session the
+store does not hold answers from history: `needs_history`, `recalled`.
+
 The admission modes and the queue (§7): Q1 FIFO and Q4 bounded: `_admit`/`_enqueue`; Q2 promotion
 in the same write: `_promote_if_idle`, run at the end of every decision; Q3 pause:
 `_pause_if_asked` (in `_settle`), `_resume_queue`, `_clear_if_asked`, `_clear_queue`,
@@ -16,7 +19,7 @@ in the same write: `_promote_if_idle`, run at the end of every decision; Q3 paus
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar, assert_never
 
@@ -33,6 +36,7 @@ from turngate.service.core.commands import (
     RecordToolCall,
     ResolveInteraction,
     ResumeQueue,
+    Retire,
 )
 from turngate.service.core.enums import (
     AdmissionMode,
@@ -82,6 +86,7 @@ from turngate.service.core.replies import (
     RememberedReply,
     Reply,
     Resumed,
+    Retired,
     Swept,
     ToolCallReply,
 )
@@ -91,13 +96,15 @@ from turngate.service.core.replies import (
 class Decision:
     """The new document, the events to append (already numbered) and the caller's answer.
 
-    `changed` False means the store writes nothing.
+    `changed` False means the store writes nothing; `removed` True that it removes the session
+    (R1: `state` is then the empty document a read finds).
     """
 
     state: Session
     events: tuple[Event, ...]
     reply: Reply
     changed: bool
+    removed: bool = False
 
 
 def decide(state: Session, command: Command, now: int) -> Decision:
@@ -125,6 +132,8 @@ def decide(state: Session, command: Command, now: int) -> Decision:
             reply = _clear_queue(draft, command)
         case Expire():
             reply = Swept(settled=swept, expired_turn_ids=expired)
+        case Retire():
+            reply = _retire(draft, command)
         case _:
             assert_never(command)
     _promote_if_idle(draft)
@@ -139,6 +148,7 @@ class _Draft:
     now: int
     state: Session = field(init=False)
     bodies: list[EventBody] = field(default_factory=list)
+    removed: bool = False
 
     def __post_init__(self) -> None:
         self.state = self.original
@@ -150,6 +160,8 @@ class _Draft:
         self.state = replace(self.state, active=turn)
 
     def finish(self, reply: Reply) -> Decision:
+        if self.removed:
+            return Decision(Session(), (), reply, changed=True, removed=True)
         if self.state is self.original and not self.bodies:
             return Decision(self.original, (), reply, changed=False)
         first = self.state.next_seq
@@ -160,6 +172,7 @@ class _Draft:
                 self.state,
                 epoch=epoch,
                 next_seq=first + len(events),
+                touched_at=self.now,
                 tombstones=_unexpired(self.state.tombstones, self.now, lambda exp: exp),
                 requests=_unexpired(self.state.requests, self.now, lambda memo: memo.expires_at),
             )
@@ -271,6 +284,34 @@ def _cancel_pending(draft: _Draft, turn: ActiveTurn) -> tuple[ActiveTurn, tuple[
     for iid, it in cancelled.items():
         draft.emit(InteractionChanged(turn.turn_id, turn.generation, iid, it))
     return replace(turn, interactions={**turn.interactions, **cancelled}), tuple(cancelled)
+
+
+# --- retirement (§8) ------------------------------------------------------------------------
+
+
+def _retire(draft: _Draft, cmd: Retire) -> Retired:
+    """R1: a session in which nothing has been live for `idle_retention` leaves the hot store, in
+    one write compared like any other (an admission that got there first keeps it). What the
+    clock settled in this very decision was live until now."""
+    idle_since = draft.state.idle_since()
+    unwritten = draft.state.epoch == NO_EPOCH  # nothing to remove
+    if unwritten or draft.bodies or idle_since is None or draft.now < idle_since + cmd.idle_retention:
+        return Retired(False)
+    draft.removed = True
+    return Retired(True)
+
+
+def needs_history(state: Session, command: Command) -> bool:
+    """R2: a Stop naming a turn, on a session the store does not hold (never written, or retired):
+    whether that turn ran, and how the last one ended, are in the session's history."""
+    return isinstance(command, Cancel) and bool(command.expected_turn_id) and state.epoch == NO_EPOCH
+
+
+def recalled(state: Session, settled: Sequence[SettledTurn]) -> Session:
+    """`state` remembering the turns history recorded (oldest first), as it did before it left."""
+    recent = tuple(settled)[-limits.RECENT_TURNS :]
+    generation = max((t.generation for t in recent), default=0)
+    return replace(state, recent=recent, generation=max(state.generation, generation))
 
 
 # --- admission (I1, I2, I3, I4) ------------------------------------------------------------

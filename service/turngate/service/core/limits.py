@@ -36,6 +36,11 @@ DEFAULT_TOMBSTONE_TTL = 600 * SECOND
 MIN_TOMBSTONE_TTL = 1 * SECOND
 MAX_TOMBSTONE_TTL = 7 * DAY
 
+# Retirement (R1): how long a session stays idle in the hot store before it is removed.
+DEFAULT_IDLE_RETENTION = DAY
+MIN_IDLE_RETENTION = 1 * SECOND
+MAX_IDLE_RETENTION = 365 * DAY
+
 # Per turn. The open and pending bounds are settings (these are their defaults; commands carry
 # the configured ones) and cannot exceed the totals, which bound the document: closed calls stay
 # in it until settlement, for idempotent records.

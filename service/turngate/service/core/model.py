@@ -76,7 +76,8 @@ class Session:
     session's history: the store-clock time of the document's first write, kept for as long as the
     document lives, so a document the store lost and wrote again is told apart from the old one.
     `queue` holds the turns waiting for the session, in admission order (head first);
-    `queue_paused_by` says which turn's end paused it (None: not paused).
+    `queue_paused_by` says which turn's end paused it (None: not paused). `touched_at` is when it
+    was last written (store clock): how long it has been idle (R1).
     """
 
     next_seq: int = 1
@@ -88,6 +89,7 @@ class Session:
     epoch: int = NO_EPOCH
     queue: tuple[QueuedTurn, ...] = ()
     queue_paused_by: QueuePause | None = None
+    touched_at: int = 0
 
     @property
     def queue_paused(self) -> bool:
@@ -125,6 +127,15 @@ class Session:
     def settled(self, turn_id: str) -> SettledTurn | None:
         """The remembered settlement of turn_id."""
         return next((t for t in reversed(self.recent) if t.turn_id == turn_id), None)
+
+    def idle_since(self) -> int | None:
+        """Since when nothing in the session is live (R1), None while something is: a turn holds
+        it or waits in its queue. A tombstone or a request's answer keeps it live until it is
+        forgotten."""
+        if self.active is not None or self.queue:
+            return None
+        remembered = (*self.tombstones.values(), *(memo.expires_at for memo in self.requests.values()))
+        return max((self.touched_at, *remembered))
 
     def deadline(self) -> int | None:
         """When the watchdog must next look at this session (None: nothing to expire): the active

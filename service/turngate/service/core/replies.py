@@ -118,6 +118,13 @@ class Swept:
 
 
 @dataclass(frozen=True, slots=True)
+class Retired:
+    """The watchdog's Retire: whether the session left the hot store (R1)."""
+
+    retired: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Resumed:
     """ResumeQueue: the turn it admitted ('' if none) and the queue after it."""
 
@@ -148,6 +155,7 @@ Reply = (
     | CompleteReply
     | CancelReply
     | Swept
+    | Retired
     | Resumed
     | QueueCleared
 )

@@ -30,6 +30,11 @@ class Cursors:
             ledger_cursors.c.epoch,
             ledger_cursors.c.seq,
         )
+        self._forget = ledger_cursors.delete().where(
+            ledger_cursors.c.project_id == bindparam("key_project_id"),
+            ledger_cursors.c.session_id == bindparam("key_session_id"),
+            ledger_cursors.c.epoch == bindparam("key_epoch"),
+        )
         # The SET clause comes from the rows' other keys (`epoch`, `seq`).
         self._move = ledger_cursors.update().where(
             ledger_cursors.c.project_id == bindparam("key_project_id"),
@@ -59,3 +64,12 @@ class Cursors:
             for key, cursor in cursors.items()
         ]
         await conn.execute(self._move, rows)
+
+    async def forget(self, conn: AsyncConnection, epochs: Mapping[SessionKey, int]) -> None:
+        """Deletes the cursors of sessions that left the store (R1) while they follow the epoch
+        given: the session's next log is then recorded as a new session's, from its start."""
+        rows = [
+            {"key_project_id": key.project_id, "key_session_id": key.session_id, "key_epoch": epoch}
+            for key, epoch in sorted(epochs.items())
+        ]
+        await conn.execute(self._forget, rows)

@@ -76,6 +76,15 @@ def _target(entries: Sequence[Entry]) -> Position:
     return Position(epoch, max(entry.seq for entry in entries if entry.epoch == epoch))
 
 
+def _split_at_retirement(entries: Sequence[Entry]) -> tuple[Entry | None, list[Entry]]:
+    """A session's last retirement among its entries (in outbox order), if any, and the entries
+    after it: those name the log it started again with, a new session's."""
+    for i in range(len(entries) - 1, -1, -1):
+        if entries[i].retired:
+            return entries[i], list(entries[i + 1 :])
+    return None, list(entries)
+
+
 def _first_to_read(cursor: Position, target: Position) -> int:
     """The seq the log is read from: after the cursor, or from the start of a new epoch's log."""
     return cursor.seq + 1 if cursor.epoch == target.epoch else 1
@@ -267,13 +276,34 @@ class LedgerProjector:
         """Records each session's events up to the last of its entries; returns each one's cursor
         (at or past that), or None for a session with an event that failed and may yet be retried
         (its entries stay pending)."""
+        left: dict[SessionKey, Entry] = {}
+        live: dict[SessionKey, list[Entry]] = {}
+        for key, of in entries.items():
+            retirement, after = _split_at_retirement(of)
+            if retirement is not None:
+                left[key] = retirement
+            if after:
+                live[key] = after
         async with self._transactions:
+            cursors: dict[SessionKey, Position | None] = {}
+            if left:
+                cursors |= await self._forget(left)
+            if not live:
+                return cursors
             try:
-                return dict(await self._advance({key: _target(of) for key, of in entries.items()}))
+                return cursors | await self._advance({key: _target(of) for key, of in live.items()})
             except _EventFailed:
                 pass
             # An event of one of them cannot be recorded: find it, session by session.
-            return {key: await self._project_session(key, of) for key, of in entries.items()}
+            return cursors | {key: await self._project_session(key, of) for key, of in live.items()}
+
+    async def _forget(self, left: dict[SessionKey, Entry]) -> dict[SessionKey, Position]:
+        """Forgets the cursors of sessions that left the store (R1), whose logs the ledger held
+        whole; returns where each log ended."""
+        with unavailable_on_failure():
+            async with self._engine.begin() as conn:
+                await self._cursors.forget(conn, {key: entry.epoch for key, entry in left.items()})
+        return {key: Position(entry.epoch, entry.seq) for key, entry in left.items()}
 
     async def _project_session(self, key: SessionKey, entries: list[Entry]) -> Position | None:
         """Records one session's events, one per transaction from where one fails: that one is

@@ -14,11 +14,13 @@ from turngate.service.core import (
     InteractionStatus,
     SessionKey,
     SettledBy,
+    SettledTurn,
     ToolCallStatus,
     TurnOutcome,
     TurnPhase,
+    limits,
 )
-from turngate.service.ports.history import InteractionView, ToolCallView, TurnView
+from turngate.service.ports.history import InteractionView, ToolCallView, TurnHistory, TurnView
 from turngate.service.sql.engine import unavailable_on_failure
 from turngate.service.sql.tables import interactions, tool_calls, turns
 
@@ -58,6 +60,36 @@ class Ledger:
             async with self._engine.connect() as conn:
                 rows = await conn.execute(query)
         return [turn_view_of(row._mapping) for row in rows]
+
+    async def recall(self, key: SessionKey) -> tuple[SettledTurn, ...]:
+        return await recall(self, key)
+
+
+async def recall(history: TurnHistory, key: SessionKey) -> tuple[SettledTurn, ...]:
+    """The session's last settled turns in `history`, oldest first, as its document remembered
+    them (R2)."""
+    newest = await history.list_turns(key, None, limits.RECENT_TURNS)
+    return tuple(turn for view in reversed(newest) if (turn := settled_turn_of(view)) is not None)
+
+
+def settled_turn_of(view: TurnView) -> SettledTurn | None:
+    """A settled turn's view as the document's memory of it (None: not settled). History keeps no
+    principal: a recalled turn is nobody's."""
+    if view.outcome is None or view.settled_by is None or view.settled_at is None:
+        return None
+    return SettledTurn(
+        turn_id=view.turn_id,
+        runner_id=view.runner_id,
+        generation=view.generation,
+        outcome=view.outcome,
+        settled_by=view.settled_by,
+        admitted_at=view.admitted_at,
+        settled_at=view.settled_at,
+        stop_requested=view.stop_requested,
+        stop_reason=view.stop_reason,
+        error=view.error,
+        queued_at=view.queued_at or 0,
+    )
 
 
 def _turns(key: SessionKey) -> Select[Any]:

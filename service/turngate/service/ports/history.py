@@ -11,6 +11,7 @@ from turngate.service.core import (
     Interaction,
     InteractionStatus,
     QueuedTurn,
+    Session,
     SessionKey,
     SettledBy,
     SettledTurn,
@@ -83,6 +84,14 @@ class TurnHistory(Protocol):
 
     async def list_turns(self, key: SessionKey, before_generation: int | None, limit: int) -> list[TurnView]:
         """Up to `limit` turns, newest first, older than `before_generation` if given; without calls."""
+        ...
+
+
+class SessionHistory(TurnHistory, Protocol):
+    """The reads of a session's state and turns that SessionService answers from."""
+
+    async def session(self, key: SessionKey) -> Session:
+        """The session's document, remembering its settled turns even once the store has let it go."""
         ...
 
 

@@ -32,7 +32,8 @@ class Position:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """An outbox entry: the session `key` has events up to `seq` of the log of `epoch` to record.
+    """An outbox entry: the session `key` has events up to `seq` of the log of `epoch` to record;
+    or, `retired`, it left the store with its log of `epoch` recorded up to `seq` (R1).
     `part` and `id` say where the outbox keeps it (its partition, and its id there)."""
 
     part: int
@@ -40,6 +41,7 @@ class Entry:
     key: SessionKey
     seq: int
     epoch: int
+    retired: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,11 @@ deadline atomically, only if the version is unchanged (retrying a bounded number
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from turngate.service.core import Command, Decision, Event, Session, SessionKey
+from turngate.service.core import Command, Decision, Event, Session, SessionKey, SettledTurn
 
 
 class StoreUnavailable(Exception):
@@ -52,6 +52,8 @@ class Unrecorded:
 CommitListener = Callable[[SessionKey, Decision], None]
 # Called after every apply (committed or changing nothing), in the committing task: what was decided.
 Observer = Callable[[SessionKey, Applied], None]
+# The turns a session's history recorded as settled, oldest first (R2; none when it has none).
+Recall = Callable[[SessionKey], Awaitable[Sequence[SettledTurn]]]
 # Test seam: awaited between reading the document and writing the new one, to force interleavings.
 BeforeWrite = Callable[[SessionKey, Command], Awaitable[None]]
 # Test seam: awaited once a write has been made, before the caller is answered; what it raises is
@@ -86,6 +88,11 @@ class Store(Protocol):
 
     async def due(self, now: int, limit: int) -> list[SessionKey]:
         """Up to `limit` sessions whose deadline is at or before `now`, earliest first."""
+        ...
+
+    async def retirable(self, before: int, limit: int) -> list[SessionKey]:
+        """Up to `limit` sessions in which nothing has been live since `before` or earlier (R1:
+        `Session.idle_since`), longest idle first; read from an index, never a scan."""
         ...
 
     async def active(

@@ -46,7 +46,10 @@ sessions = Table(
     Column("updated_at", BigInteger, nullable=False),
     # Whether a turn holds the session (Session.turn_active): what the active counts count.
     Column("turn_active", Boolean, nullable=False),
+    # Since when nothing in the session has been live (NULL: something is): R1 retires by it.
+    Column("idle_since", BigInteger, nullable=True),
     Index(None, "deadline_at"),
+    Index(None, "idle_since"),
     Index(None, "project_id", "deadline_at", "session_id"),
     Index(None, "turn_active", "project_id"),
 )

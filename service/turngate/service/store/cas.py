@@ -11,19 +11,31 @@ from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from turngate.service.core import Command, Decision, Session, SessionKey, decide
+from turngate.service.core import (
+    Command,
+    Decision,
+    Session,
+    SessionKey,
+    SettledTurn,
+    decide,
+    needs_history,
+    recalled,
+)
 from turngate.service.ports.store import (
     AfterWrite,
     Applied,
     BeforeWrite,
     CommitListener,
     Observer,
+    Recall,
     Store,
     StoreContention,
 )
 from turngate.service.telemetry import traces
 
 _log = logging.getLogger(__name__)
+# The settled turns a session's history holds, once fetched for a decision that needs them (R2).
+History = tuple[SettledTurn, ...] | None
 # Full-jitter exponential backoff between attempts: up to 1 ms, 2 ms, 4 ms, … capped at 200 ms,
 # so a burst of N writers on one session commits in about log2(N) attempts each.
 _BACKOFF_BASE_S = 0.001
@@ -32,18 +44,24 @@ _T = TypeVar("_T")
 _W = TypeVar("_W")
 
 
+class _HistoryNeeded(Exception):
+    """The decision needs the session's history (R2), which has not been fetched: nothing was written."""
+
+
 class CompareAndSetStore(Store, ABC):
     """`apply` = read, decide, write only if the version is unchanged; retry on a lost race.
 
     `before_write`, when set, is awaited after a decision that changes something and before it
-    is written, so tests can make other writers win the race. `after_write`, when set, is awaited
+    is written, so tests can make other writers win the race. `recall` reads a session's settled
+    turns from its history (R2). `after_write`, when set, is awaited
     once a write has been made (the script ran, the COMMIT returned) and before the caller is
     answered, so tests can lose its reply: whatever it raises fails the apply as a failure of the
     reply would.
     """
 
-    def __init__(self, *, before_write: BeforeWrite | None, max_attempts: int) -> None:
+    def __init__(self, *, before_write: BeforeWrite | None, max_attempts: int, recall: Recall | None) -> None:
         self.before_write = before_write
+        self._recall = recall
         self.after_write: AfterWrite | None = None
         self._max_attempts = max_attempts
         self._listeners: list[CommitListener] = []
@@ -52,9 +70,9 @@ class CompareAndSetStore(Store, ABC):
         self._abandoned: set[asyncio.Future[Any]] = set()
 
     @abstractmethod
-    async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
-        """One read-decide-write (deciding with `_decide`); None when another writer changed the
-        session first."""
+    async def _attempt(self, key: SessionKey, command: Command, history: History) -> Applied | None:
+        """One read-decide-write (deciding with `_decide`, given `history`); None when another
+        writer changed the session first."""
 
     @abstractmethod
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
@@ -72,9 +90,14 @@ class CompareAndSetStore(Store, ABC):
 
     async def _until_applied(self, key: SessionKey, command: Command) -> tuple[Applied, int]:
         """The command applied, and after how many attempts."""
+        history: History = None
         for attempt in range(self._max_attempts):
-            with self._unavailable_on_failure():
-                applied = await self._attempt_and_notify(key, command)
+            try:
+                with self._unavailable_on_failure():
+                    applied = await self._attempt_and_notify(key, command, history)
+            except _HistoryNeeded:
+                history = await self._recalled(key)
+                continue
             if applied is not None:
                 return applied, attempt + 1
             # The first retry is at once: a lost race most often means the state read was stale.
@@ -98,15 +121,25 @@ class CompareAndSetStore(Store, ABC):
         if not task.cancelled() and (error := task.exception()) is not None:
             _log.debug("a write whose caller was cancelled failed: %r", error)
 
-    def _decide(self, state: Session, command: Command, now: int) -> Applied:
-        """The core's decision, as every store takes it."""
+    async def _recalled(self, key: SessionKey) -> tuple[SettledTurn, ...]:
+        return () if self._recall is None else tuple(await self._recall(key))
+
+    def _decide(self, state: Session, command: Command, now: int, history: History) -> Applied:
+        """The core's decision, as every store takes it: on a document that remembers its history
+        when the command needs it (R2), which is fetched first (_HistoryNeeded) if it was not."""
+        if needs_history(state, command):
+            if history is None:
+                raise _HistoryNeeded
+            state = recalled(state, history)
         with traces.deciding(command) as span:
             applied = Applied(command, state, now, decide(state, command, now))
             traces.decided(span, applied.decision)
         return applied
 
-    async def _attempt_and_notify(self, key: SessionKey, command: Command) -> Applied | None:
-        applied = await self._attempt(key, command)
+    async def _attempt_and_notify(
+        self, key: SessionKey, command: Command, history: History
+    ) -> Applied | None:
+        applied = await self._attempt(key, command, history)
         if applied is not None:
             if applied.decision.changed:
                 _notify(self._listeners, key, applied.decision)

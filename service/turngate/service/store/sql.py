@@ -8,7 +8,19 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Select, and_, bindparam, cast, func, select, true, tuple_
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    cast,
+    func,
+    select,
+    true,
+    tuple_,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
@@ -26,7 +38,7 @@ from turngate.service.sql.engine import (
     unavailable_on_failure,
 )
 from turngate.service.sql.tables import dialect_insert, session_events, sessions
-from turngate.service.store.cas import CompareAndSetStore
+from turngate.service.store.cas import CompareAndSetStore, History
 from turngate.service.store.sqlite import SqliteWriter, Statements
 
 # The key's parameters are named apart from the columns, which an UPDATE would otherwise SET.
@@ -36,6 +48,8 @@ _SESSION = and_(
 )
 # The compare-and-set: its SET clause comes from the parameters (version, doc, deadline_at, …).
 _UPDATE_IF_UNCHANGED = sessions.update().where(_SESSION, sessions.c.version == bindparam("key_version"))
+# A retirement (R1), compared the same way: its history stays in the history tables.
+_DELETE_IF_UNCHANGED = sessions.delete().where(_SESSION, sessions.c.version == bindparam("key_version"))
 # The health probe's write, of a session no id can name (ids are never empty): it changes nothing.
 _PROBE_KEY = SessionKey("", "")
 _PROBE = sessions.update().where(_SESSION).values(version=sessions.c.version)
@@ -71,14 +85,14 @@ class SqlStore(CompareAndSetStore):
     commands queued together read, decided and written in one transaction; reads stay on the
     engine's pooled connections (WAL readers, which never wait for the writer).
 
-    `ledger` reads the history.
+    `ledger` reads the history (and what a Stop on a session no longer here recalls: R2).
     """
 
     def __init__(
         self, engine: AsyncEngine, *, before_write: BeforeWrite | None = None, max_attempts: int = 32
     ) -> None:
-        super().__init__(before_write=before_write, max_attempts=max_attempts)
         self.ledger = Ledger(engine)
+        super().__init__(before_write=before_write, max_attempts=max_attempts, recall=self.ledger.recall)
         self._engine = engine
         self._clock = _store_clock(engine.dialect.name)
         self._insert_session = dialect_insert(engine.dialect.name, sessions).on_conflict_do_nothing()
@@ -94,16 +108,17 @@ class SqlStore(CompareAndSetStore):
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
         return unavailable_on_failure()
 
-    async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
+    async def _attempt(self, key: SessionKey, command: Command, history: History) -> Applied | None:
         """One read-decide-write; None when another writer changed the session first."""
         if self.writer is not None:
-            return await self._attempt_on_sqlite(self.writer, key, command)
+            return await self._attempt_on_sqlite(self.writer, key, command, history)
         async with self._engine.connect() as conn:
             row = (await conn.execute(self._read, _key(key))).one()
             # End the read: the write transaction must begin with its write (SQLite cannot
             # upgrade a read transaction that another writer has overtaken).
             await conn.commit()
-            applied = self._decide(Session() if row.doc is None else load_session(row.doc), command, row.now)
+            state = Session() if row.doc is None else load_session(row.doc)
+            applied = self._decide(state, command, row.now, history)
             if not applied.decision.changed:
                 return applied
             await self._before_write(key, command)
@@ -130,11 +145,14 @@ class SqlStore(CompareAndSetStore):
         self, key: SessionKey, version: int | None, decision: Decision, now: int
     ) -> tuple[Executable, dict[str, Any]]:
         """The compare-and-set of the session row: an insert of version 1 that does nothing if the
-        row exists, or an update of the version read; either writes one row or none."""
+        row exists, or an update (a delete, R1) of the version read; either writes one row or none."""
+        if decision.removed:
+            return _DELETE_IF_UNCHANGED, {**_key(key), "key_version": version}
         values = {
             "doc": dump_session(decision.state).decode(),
             "deadline_at": decision.state.deadline(),
             "turn_active": decision.state.turn_active,
+            "idle_since": decision.state.idle_since(),
             "updated_at": now,
         }
         if version is None:
@@ -145,15 +163,15 @@ class SqlStore(CompareAndSetStore):
     # --- SQLite: the work the writer thread runs, in its transaction --------------------------------
 
     async def _attempt_on_sqlite(
-        self, writer: SqliteWriter, key: SessionKey, command: Command
+        self, writer: SqliteWriter, key: SessionKey, command: Command, history: History
     ) -> Applied | None:
         """Read, decide and write in one piece of a writer batch. With a `before_write` hook (tests),
         the decision is made in one batch and written in a later one, if the version is still the
         one decided on, so the hook runs between them with no lock held, as on PostgreSQL."""
         if self.before_write is None:
-            written = await writer.run(partial(self._decide_and_write, key, command))
+            written = await writer.run(partial(self._decide_and_write, key, command, history))
         else:
-            applied, version = await writer.run(partial(self._decide_only, key, command))
+            applied, version = await writer.run(partial(self._decide_only, key, command, history))
             if not applied.decision.changed:
                 return applied
             await self._before_write(key, command)
@@ -168,16 +186,16 @@ class SqlStore(CompareAndSetStore):
         return (Session(), None) if row is None else (load_session(row[0]), row[1])
 
     def _decide_only(
-        self, key: SessionKey, command: Command, conn: sqlite3.Connection
+        self, key: SessionKey, command: Command, history: History, conn: sqlite3.Connection
     ) -> tuple[Applied, int | None]:
         state, version = self._read_sqlite(conn, key)
-        return self._decide(state, command, _host_now()), version
+        return self._decide(state, command, _host_now(), history), version
 
     def _decide_and_write(
-        self, key: SessionKey, command: Command, conn: sqlite3.Connection
+        self, key: SessionKey, command: Command, history: History, conn: sqlite3.Connection
     ) -> Applied | None:
         """The clock is read as the writer decides (I10: SQLite's clock is the host's)."""
-        applied, version = self._decide_only(key, command, conn)
+        applied, version = self._decide_only(key, command, history, conn)
         if applied.decision.changed and not self._write_sqlite(
             conn, key, version, applied.decision, applied.now
         ):
@@ -246,10 +264,18 @@ class SqlStore(CompareAndSetStore):
         return deadline
 
     async def due(self, now: int, limit: int) -> list[SessionKey]:
+        return await self._earliest(sessions.c.deadline_at, now, limit)
+
+    async def retirable(self, before: int, limit: int) -> list[SessionKey]:
+        return await self._earliest(sessions.c.idle_since, before, limit)
+
+    async def _earliest(self, instant: Column[int], until: int, limit: int) -> list[SessionKey]:
+        """Up to `limit` sessions whose `instant` (an indexed column) is at or before `until`,
+        earliest first."""
         query = (
             select(sessions.c.project_id, sessions.c.session_id)
-            .where(sessions.c.deadline_at <= now)
-            .order_by(sessions.c.deadline_at)
+            .where(instant <= until)
+            .order_by(instant)
             .limit(limit)
         )
         with unavailable_on_failure():

@@ -46,6 +46,7 @@ from turngate.service.core import (
     Reply,
     ResolveInteraction,
     ResumeQueue,
+    Retire,
     SessionKey,
     SettledTurn,
     TurnAdmitted,
@@ -183,6 +184,9 @@ class Metrics:
             "How long a turn waited in the queue: until admitted, or until it left it otherwise",
             explicit_bucket_boundaries_advisory=_WAIT_SECONDS,
         )
+        self._retirements = meter.create_counter(
+            "turngate.sessions.retired", "{session}", "Idle sessions removed from the hot store (R1)"
+        )
         self._promotions = meter.create_counter(
             "turngate.queue.promotions", "{turn}", "Turns admitted from the queue"
         )
@@ -276,6 +280,9 @@ class Metrics:
                 | Expire()
             ):
                 pass
+            case Retire():
+                if applied.decision.removed:
+                    self._retirements.add(1)
             case _:
                 assert_never(applied.command)
         for event in applied.decision.events:

@@ -45,6 +45,7 @@ from turngate.service.core import (
     Refusal,
     ResolveInteraction,
     ResumeQueue,
+    Retire,
     SessionKey,
     TurnAdmitted,
     TurnSettled,
@@ -196,7 +197,7 @@ def _command_fields(command: Command) -> Fields:
             return {"turn_id": command.turn_id}
         case Cancel():
             return {"turn_id": command.expected_turn_id} if command.expected_turn_id else {}
-        case ResolveInteraction() | ResumeQueue() | ClearQueue() | Expire():
+        case ResolveInteraction() | ResumeQueue() | ClearQueue() | Expire() | Retire():
             return {}
         case _:
             assert_never(command)

@@ -92,6 +92,10 @@ class Keyspace:
     def active(self, bucket: int) -> str:
         return f"{self._tag(bucket)}:active"
 
+    def idle(self, bucket: int) -> str:
+        """The bucket's sessions in which nothing is live, by since when (R1)."""
+        return f"{self._tag(bucket)}:idle"
+
     def outbox(self, bucket: int) -> str:
         return f"{self._tag(bucket)}:outbox"
 

@@ -100,7 +100,8 @@ def _delivered(read: Sequence[tuple[int, Raw]]) -> Delivered:
                 Malformed(bucket, entry_id, k, s, f"malformed outbox entry: {described(exc)}")
             )
             continue
-        found.by_session.setdefault(key, []).append(Entry(bucket, entry_id, key, seq, epoch))
+        retired = fields.get(b"retired") == b"1"
+        found.by_session.setdefault(key, []).append(Entry(bucket, entry_id, key, seq, epoch, retired))
     return found
 
 

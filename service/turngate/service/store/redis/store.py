@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager, asynccontextmanager
+from dataclasses import replace
 from typing import Any, cast
 
 from redis import exceptions as redis_errors
@@ -32,9 +33,9 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 
 from turngate.service.codec import dump_event_body, dump_session, load_session
-from turngate.service.core import Command, Decision, Event, Session, SessionKey, clock_window
-from turngate.service.ports.store import Applied, BeforeWrite, StoreUnavailable, Unrecorded
-from turngate.service.store.cas import CompareAndSetStore
+from turngate.service.core import Command, Decision, Event, Retired, Session, SessionKey, clock_window
+from turngate.service.ports.store import Applied, BeforeWrite, Recall, StoreUnavailable, Unrecorded
+from turngate.service.store.cas import CompareAndSetStore, History
 from turngate.service.store.redis.buckets import each_bucket
 from turngate.service.store.redis.clock import (
     AHEAD_LIMIT_US,
@@ -57,6 +58,23 @@ from turngate.service.store.redis.script import (
 
 # Sessions whose document this replica remembers (the least recently used are forgotten).
 _KNOWN_SESSIONS = 10_000
+# cas.lua's answer to a removal whose session's log the ledger does not hold whole yet.
+_LEDGER_BEHIND = 2
+
+
+def _version_after(version: int, decision: Decision) -> int:
+    """The document's version once `decision` is written: a removed one has none (0), as if never
+    written."""
+    if decision.removed:
+        return 0
+    return version + 1 if decision.changed else version
+
+
+def _not_yet_removed(applied: Applied) -> Applied:
+    """A removal (R1) that waits for the ledger to record the whole log, so that the history stays:
+    nothing was written, and the watchdog asks again on a later pass."""
+    unchanged = Decision(applied.state, (), Retired(False), changed=False)
+    return replace(applied, decision=unchanged)
 
 
 class RedisStore(CompareAndSetStore):
@@ -69,14 +87,17 @@ class RedisStore(CompareAndSetStore):
         keys: Keyspace,
         *,
         retention: int,
+        max_event_age: int | None = None,
         replication: Replication = NO_REPLICATION,
+        recall: Recall | None = None,
         before_write: BeforeWrite | None = None,
         max_attempts: int = 32,
     ) -> None:
-        super().__init__(before_write=before_write, max_attempts=max_attempts)
+        super().__init__(before_write=before_write, max_attempts=max_attempts, recall=recall)
         self.client = client
         self.keys = keys
         self._retention = retention
+        self._max_event_age = max_event_age
         self._replication = replication
         self._cas = client.register_script(CAS)
         self._unrecorded = client.register_script(UNRECORDED)
@@ -86,23 +107,26 @@ class RedisStore(CompareAndSetStore):
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
         return unavailable_on_failure()
 
-    async def _attempt(self, key: SessionKey, command: Command) -> Applied | None:
+    async def _attempt(self, key: SessionKey, command: Command, history: History) -> Applied | None:
         """One decide-and-confirm; None when the version or the clock was off (both now corrected),
-        or when a cluster node said another serves the session now (MOVED: nothing was run)."""
+        or when a cluster node said another serves the session now (MOVED: nothing was run). A
+        removal (R1) the ledger is not ready for changes nothing: it is tried again later."""
         version, state = self._known.get(key, (0, Session()))
         if not self._clock.calibrated:
             await self.now()
         try:
             async with self._connection_in_hand(key) as connection:
                 now = self._clock.now()
-                applied = self._decide(state, command, now)
+                applied = self._decide(state, command, now, history)
                 decision = applied.decision
                 if decision.changed:
                     await self._before_write(key, command)
                 window = window_args(clock_window(state, now))
+                # The epoch of the document written, or of the one a removal takes away.
+                epoch = (state if decision.removed else decision.state).epoch
                 args = [
                     version,
-                    decision.state.epoch,
+                    epoch,
                     now,
                     BEHIND_LIMIT_US,
                     AHEAD_LIMIT_US,
@@ -118,8 +142,10 @@ class RedisStore(CompareAndSetStore):
             # The slot has a new master (a failover): this attempt goes there instead.
             await cast(RedisCluster, self.client).nodes_manager.move_slot(moved)
             return None
+        if reply[0] == _LEDGER_BEHIND:
+            return _not_yet_removed(applied)
         if reply[0]:
-            self._remember(key, version + 1 if decision.changed else version, decision.state)
+            self._remember(key, _version_after(version, decision), decision.state)
             return applied
         current = reply[4] if len(reply) > 4 else None
         self._remember(key, int(reply[3]), Session() if current is None else load_session(current))
@@ -180,17 +206,22 @@ class RedisStore(CompareAndSetStore):
         return reply
 
     def _change(self, key: SessionKey, decision: Decision) -> list[str | int | bytes]:
-        """The script's arguments after the clock window: the new document, its deadline, whether a
-        turn holds it, and its events."""
+        """The script's arguments after the clock window: nothing to write, a removal, or the new
+        document, its deadline, whether a turn holds it, since when it is idle, and its events."""
         if not decision.changed:
             return [""]
+        if decision.removed:
+            return ["-", member(key)]
         deadline = decision.state.deadline()
+        idle_since = decision.state.idle_since()
         args: list[str | int | bytes] = [
             dump_session(decision.state),
+            member(key),
             "" if deadline is None else deadline,
             "1" if decision.state.turn_active else "",
-            member(key),
+            "" if idle_since is None else idle_since,
             self._retention,
+            "" if self._max_event_age is None else self._max_event_age,
             len(decision.events),
         ]
         for event in decision.events:
@@ -205,6 +236,7 @@ class RedisStore(CompareAndSetStore):
             self.keys.deadlines(bucket),
             self.keys.outbox(bucket),
             self.keys.active(bucket),
+            self.keys.idle(bucket),
         ]
 
     def _remember(self, key: SessionKey, version: int, state: Session) -> None:
@@ -259,12 +291,19 @@ class RedisStore(CompareAndSetStore):
         return min(scores, default=None)
 
     async def due(self, now: int, limit: int) -> list[SessionKey]:
+        return await self._earliest(self.keys.deadlines, now, limit)
+
+    async def retirable(self, before: int, limit: int) -> list[SessionKey]:
+        return await self._earliest(self.keys.idle, before, limit)
+
+    async def _earliest(self, index: Callable[[int], str], until: int, limit: int) -> list[SessionKey]:
+        """Up to `limit` sessions scored at or before `until` in each bucket's `index`, earliest first."""
         with unavailable_on_failure():
             per_bucket = await each_bucket(
                 self.client,
                 self.keys,
                 lambda pipe, bucket: pipe.zrangebyscore(
-                    self.keys.deadlines(bucket), "-inf", now, start=0, num=limit, withscores=True
+                    index(bucket), "-inf", until, start=0, num=limit, withscores=True
                 ),
             )
         earliest = heapq.nsmallest(
