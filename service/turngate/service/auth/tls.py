@@ -76,7 +76,7 @@ def _http_context(cert: Path, key: Path, client_ca: Path | None) -> ssl.SSLConte
     failing every new connection."""
     # Not create_default_context: a server context trusts no client CA but the one given.
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2  # HTTP/2 needs TLS 1.2 at least (RFC 9113 §8.2)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # HTTP/2 needs TLS 1.2 at least (RFC 9113 §9.2)
     context.options |= ssl.OP_NO_COMPRESSION
     context.set_alpn_protocols(HTTP_ALPN)
     try:
