@@ -65,6 +65,8 @@ session_events = Table(
     Column("body", Text, nullable=False),
     Column("epoch", BigInteger, nullable=False, autoincrement=False),
     PrimaryKeyConstraint("project_id", "session_id", "epoch", "seq"),
+    # History retention finds the oldest events by it (ledger/prune.py).
+    Index(None, "time"),
 )
 
 turns = Table(
@@ -89,6 +91,8 @@ turns = Table(
     # When the turn joined the queue (NULL: it never waited); one that never ran has admitted_at 0.
     Column("queued_at", BigInteger, nullable=True),
     Index(None, "project_id", "session_id", "turn_id"),
+    # History retention finds the turns settled longest ago by it (NULL while a turn is unsettled).
+    Index(None, "settled_at"),
 )
 
 tool_calls = Table(
