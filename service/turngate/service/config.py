@@ -122,6 +122,12 @@ class Settings(BaseSettings):
     """Turns that may wait per session."""
     event_retention: int = Field(1_000, ge=100, le=1_000_000)
     """How many of a session's latest events a watcher may resume from; older cursors resync."""
+    history_retention: Seconds | None = Field(
+        None, ge=_seconds(limits.MIN_HISTORY_RETENTION), le=_seconds(limits.MAX_HISTORY_RETENTION)
+    )
+    """Seconds of history the SQL database keeps: settled turns (with their tool calls and
+    interactions) and session events older than this are pruned about every minute; unset: kept
+    forever (docs/deploying.md, History retention)."""
     watch_buffer: int = Field(1024, ge=16, le=1_000_000)
     """Events queued for one watcher before its stream ends and it must resume from its cursor."""
     migrate: bool = True
