@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, make_url, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement
 
 from tests.support.commands import KEY, admit, enqueue, open_call, stop
 from turngate.service.core import (
@@ -271,14 +271,14 @@ _FILL = (
 )
 
 
-async def plan(engine: AsyncEngine, statement: Executable, params: dict[str, Any] | None = None) -> str:
-    """The database's plan of `statement`, with `params` (an executemany's first row) or its own."""
-    if params is None:
-        sql, args = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True})), ()
-    else:
+async def plan(engine: AsyncEngine, statement: ClauseElement, *, executemany: bool = False) -> str:
+    """The database's plan of `statement`: its own values bound in it, or for an executemany's
+    statement (SQLite's), NULLs in place of each row's (the plan is the same for every row)."""
+    if executemany:
         compiled = statement.compile(dialect=engine.dialect)
-        values = compiled.construct_params(params)
-        sql, args = compiled.string, tuple(values[name] for name in compiled.positiontup or ())
+        sql, args = compiled.string, (None,) * len(compiled.params)
+    else:
+        sql, args = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True})), ()
     explain = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
     async with engine.connect() as conn:
         return "\n".join(str(row[-1]) for row in await conn.exec_driver_sql(explain + sql, args))
@@ -290,8 +290,8 @@ async def test_the_prune_finds_what_it_deletes_by_index_and_deletes_each_row_by_
     dialect = engine.dialect.name
     if dialect == "postgresql":
         async with engine.begin() as conn:
-            for statement in _FILL:
-                await conn.execute(text(statement))
+            for fill in _FILL:
+                await conn.execute(text(fill))
         cutoff = 1_000  # the filled turns settled and events written before it (and only those)
     else:
         await finished_turn(store, KEY, "old")
@@ -314,19 +314,19 @@ async def test_the_prune_finds_what_it_deletes_by_index_and_deletes_each_row_by_
         (session_events, event_keys),
     ):
         statement, params = deletion(dialect, table, keys)
-        deletes[table.name] = await plan(engine, statement, params[0] if params else None)
+        deletes[table.name] = await plan(engine, statement, executemany=params is not None)
 
     if dialect == "sqlite":
         assert "SEARCH turns USING INDEX ix_turns_settled_at" in finds["turns"], finds
         assert "SEARCH session_events USING INDEX ix_session_events_time" in finds["session_events"], finds
-        for table, found in deletes.items():
-            assert f"SEARCH {table} USING INDEX sqlite_autoindex_{table}_1" in found, found
-            assert f"SCAN {table}" not in found, found
+        for name, found in deletes.items():
+            assert f"SEARCH {name} USING INDEX sqlite_autoindex_{name}_1" in found, found
+            assert f"SCAN {name}" not in found, found
     else:
         assert "ix_turns_settled_at" in finds["turns"], finds
         assert "ix_session_events_time" in finds["session_events"], finds
-        for table, found in deletes.items():
-            assert f"pk_{table}" in found, found
+        for name, found in deletes.items():
+            assert f"pk_{name}" in found, found
         assert not any("Seq Scan" in found for found in (*finds.values(), *deletes.values())), (
             finds,
             deletes,

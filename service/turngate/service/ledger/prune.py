@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, Table, and_, bindparam, func, select, tuple_
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import Delete
 
 from turngate.service.core import TurnPhase
 from turngate.service.sql.engine import unavailable_on_failure
@@ -150,7 +150,7 @@ async def _delete(conn: AsyncConnection, table: Table, keys: Sequence[Row[Any]])
 
 def deletion(
     dialect: str, table: Table, keys: Sequence[Row[Any]]
-) -> tuple[Executable, list[dict[str, Any]] | None]:
+) -> tuple[Delete, list[dict[str, Any]] | None]:
     """`_delete`'s statement and its parameters, each key found by the primary key's index: on
     PostgreSQL one statement (asyncpg counts no rows of an executemany), on SQLite one per key
     (it scans the whole table for a row-value IN list)."""
