@@ -18,6 +18,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -91,8 +92,17 @@ turns = Table(
     # When the turn joined the queue (NULL: it never waited); one that never ran has admitted_at 0.
     Column("queued_at", BigInteger, nullable=True),
     Index(None, "project_id", "session_id", "turn_id"),
-    # History retention finds the turns settled longest ago by it (NULL while a turn is unsettled).
+    # History retention finds the turns settled longest ago by it (NULL while a turn is unsettled),
+    # and the few turns not settled, whose events it keeps, by the second (partial: small).
     Index(None, "settled_at"),
+    Index(
+        "ix_turns_unsettled",
+        "project_id",
+        "session_id",
+        "turn_id",
+        postgresql_where=text("phase <> 3"),
+        sqlite_where=text("phase <> 3"),
+    ),
 )
 
 tool_calls = Table(
