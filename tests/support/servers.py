@@ -7,8 +7,10 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 import grpc
+import pytest
 
 from turngate.service.config import Settings
+from turngate.service.ledger import retention
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
@@ -36,6 +38,15 @@ def settings_for(tmp: str, **overrides: object) -> Settings:
     values: dict[str, object] = {"listen": "127.0.0.1:0", "store": f"sqlite+aiosqlite:///{tmp}/turngate.db"}
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def pruning_often(settings: Settings, retention_s: float, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """`settings` with a history retention of `retention_s`, pruned every 50 ms (until monkeypatch
+    undoes it): far below the setting's floor (a day, which no test waits out), so set past its
+    validation."""
+    monkeypatch.setattr(retention, "INTERVAL_S", 0.05)
+    monkeypatch.setattr(retention, "JITTER_S", 0.0)
+    return settings.model_copy(update={"history_retention": retention_s})
 
 
 async def running(settings: Settings) -> AsyncIterator[tuple[TurngateServer, Client]]:

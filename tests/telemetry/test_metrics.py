@@ -3,14 +3,15 @@ redis mode the projector's lag and dead letters are reported too."""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
 import pytest
 
-from tests.support.calls import admit, complete, enqueue, heartbeat, refused, resume_queue, stop
+from tests.support.calls import admit, complete, enqueue, heartbeat, record_call, refused, resume_queue, stop
 from tests.support.loops import AT_ONCE, BreakableSweeps, server_restarting
-from tests.support.servers import OwnServer
+from tests.support.servers import OwnServer, pruning_often, running, settings_for
 from tests.support.shared_redis import REDIS_SERVER, delete_keyspace, unique_keyspace
 from tests.support.waiting import eventually
 from tests.support.watching import collect, watch
@@ -120,6 +121,25 @@ async def test_restarts_of_each_background_loop_are_counted_by_its_name(
         assert restarts == {
             labels(loop="watchdog"): 3,
             **{labels(loop=name): 0 for name in ("health", "schema", "sampler")},
+        }
+
+
+async def test_rows_history_retention_pruned_are_counted_by_table(
+    installed: Recorded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session: pb.SessionRef
+) -> None:
+    settings = pruning_often(settings_for(str(tmp_path)), 0.5, monkeypatch)
+    async with asynccontextmanager(running)(settings) as (_, client):
+        lease = (await admit(client, session)).lease
+        await record_call(client, lease, "c1")
+        await complete(client, lease)
+
+        pruned = "turngate.history.pruned"
+        await eventually(lambda: installed.value(pruned, labels(table="turns")) == 1, timeout_s=10.0)
+        assert {at: installed.value(pruned, at) for at in installed.points(pruned)} == {
+            labels(table="turns"): 1,
+            labels(table="tool_calls"): 1,
+            labels(table="interactions"): 0,
+            labels(table="session_events"): 4,
         }
 
 

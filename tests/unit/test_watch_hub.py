@@ -11,6 +11,7 @@ interleaving below is forced, never hoped for.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -188,6 +189,52 @@ async def test_i9_a_cursor_older_than_retention_or_beyond_the_head_gets_a_resync
         item = await first
         assert isinstance(item, Event), "a cursor the log still holds resumes without a snapshot"
         assert [item.seq, *await stream.seqs(5 - after_seq)] == list(range(after_seq + 1, 7))
+    await stream.close()
+
+
+@pytest.mark.parametrize(
+    ("pruned_up_to", "after_seq"),
+    [
+        pytest.param(3, 1, id="the-next-events-pruned"),
+        pytest.param(5, 2, id="every-event-pruned"),
+    ],
+)
+async def test_i9_a_cursor_whose_next_events_history_retention_pruned_gets_a_resync_snapshot_not_a_gap(
+    pruned_up_to: int, after_seq: int
+) -> None:
+    store, writer = await written(5)
+    head = await store.load(KEY)
+    store.data.trimmed[KEY] = pruned_up_to  # the log keeps what is after it (pruned as the ledger is)
+    stream = Stream(hub_on(store), after_seq=after_seq)
+
+    assert await stream.next() == Snapshot(head, T0, resync=True)
+    await writer.call()
+    assert await stream.seqs(1) == [6]
+    await stream.close()
+
+
+async def test_i9_a_cursor_at_or_after_what_history_retention_pruned_resumes_without_a_snapshot() -> None:
+    store, writer = await written(5)
+    store.data.trimmed[KEY] = 3
+    stream = Stream(hub_on(store), after_seq=3)
+
+    assert await stream.seqs(2) == [4, 5]
+    await writer.call()
+    assert await stream.seqs(1) == [6]
+    await stream.close()
+
+
+async def test_i9_a_replay_that_meets_a_hole_history_retention_left_resyncs_at_the_hole() -> None:
+    store, writer = await written(5)
+    row = store.data.rows[KEY]
+    # Seq 3 pruned, its neighbours kept (they name a turn still running).
+    store.data.rows[KEY] = replace(row, events=tuple(e for e in row.events if e.seq != 3))
+    stream = Stream(hub_on(store), after_seq=1)
+
+    assert await stream.seqs(1) == [2]
+    assert await stream.next() == Snapshot(await store.load(KEY), T0, resync=True)
+    await writer.call()
+    assert await stream.seqs(1) == [6]
     await stream.close()
 
 

@@ -2,8 +2,8 @@
 coordination plus a SQL ledger.
 
 Each gives the server a store, the turn history, an optional cross-replica watch feed, and the
-background loops it must run, by name: the ledger's schema, and in redis mode the feed and the
-ledger projector.
+background loops it must run, by name: the ledger's schema, in redis mode the feed and the ledger
+projector, and with a history retention set, its prune of the database that holds the history.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from functools import partial
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from turngate.service.config import Settings, microseconds
+from turngate.service.core import limits
 from turngate.service.history import LiveHistory
 from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.recall import recall_unless_down
+from turngate.service.ledger.retention import HistoryRetention
 from turngate.service.ports.feed import Feed
 from turngate.service.redis_url import RedisUrl
 from turngate.service.schema import LedgerSchema
@@ -49,6 +51,8 @@ class Backend:
     feed: Feed | None = None
     # Redis mode, unless told not to project: this replica's ledger projector.
     projector: LedgerProjector | None = None
+    # With a history retention set: the prune of the database that holds the history.
+    retention: HistoryRetention | None = None
     loops: dict[str, Loop] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -68,9 +72,15 @@ async def _sql_backend(settings: Settings, report_ledger: ReportLedger) -> Backe
         await migrate(settings.store)
     store = open_store(settings.store, sqlite_synchronous=settings.sqlite_synchronous)
     schema = LedgerSchema(settings.store, migrate=settings.migrate, report=report_ledger)
-    return Backend(
+    backend = Backend(
         store, LiveHistory(store.ledger, store), loops={"schema": schema.run}, closers=[store.close]
     )
+    if settings.history_retention is not None:
+        # An engine of its own: the store's writer thread keeps the store's connection to itself.
+        engine = make_engine(settings.store, sqlite_synchronous=settings.sqlite_synchronous)
+        _retain(backend, settings.history_retention, engine, schema)
+        backend.closers.append(partial(dispose, engine))
+    return backend
 
 
 async def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Backend:
@@ -98,9 +108,19 @@ async def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Bac
     if settings.projector:
         backend.projector = projector = projector_for(settings, engine)
         store.add_listener(projector.on_commit)
-        backend.loops["projector"] = lambda: project_when_migrated(schema, projector)
+        backend.loops["projector"] = lambda: when_migrated(schema, projector.run)
         backend.closers.append(projector.close)
+    if settings.history_retention is not None:
+        _retain(backend, settings.history_retention, engine, schema)
     return backend
+
+
+def _retain(backend: Backend, retention: float, engine: AsyncEngine, schema: LedgerSchema) -> None:
+    """Adds the loop that prunes the history older than `retention` seconds from `engine`'s database."""
+    backend.retention = pruning = HistoryRetention(
+        engine, round(retention * limits.SECOND), backend.store.now
+    )
+    backend.loops["history_retention"] = lambda: when_migrated(schema, pruning.run)
 
 
 # How each kind of store is opened (store_kinds.py): adding a store adds a line here.
@@ -123,10 +143,10 @@ def projector_for(settings: Settings, engine: AsyncEngine) -> LedgerProjector:
     )
 
 
-async def project_when_migrated(schema: LedgerSchema, projector: LedgerProjector) -> None:
-    """Projects until cancelled, once the ledger has this release's schema."""
+async def when_migrated(schema: LedgerSchema, run: Loop) -> None:
+    """Runs `run` (the projector, the history retention) once the ledger has this release's schema."""
     await schema.migrated.wait()
-    await projector.run()
+    await run()
 
 
 def _replication(settings: Settings) -> Replication:

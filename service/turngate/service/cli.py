@@ -1,6 +1,6 @@
 # PYTHON_ARGCOMPLETE_OK (argcomplete's global activation looks for this marker)
-"""The `turngate` command: the service (`serve`, `migrate`, `project`) and the operator commands
-(`operate`). Exit codes (`operate.ExitCode`): 0 ok, 1 runtime failure, 2 usage or invalid settings;
+"""The `turngate` command: the service (`serve`, `migrate`, `project`, `prune`) and the operator
+commands (`operate`). Exit codes (`operate.ExitCode`): 0 ok, 1 runtime failure, 2 usage or invalid settings;
 3 to 7 and 130 for operator commands."""
 
 from __future__ import annotations
@@ -10,13 +10,16 @@ import asyncio
 import errno
 import logging
 import os
+import re
 import socket
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from multiprocessing.synchronize import Event
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import argcomplete
 from pydantic import ValidationError
@@ -29,7 +32,11 @@ from turngate.client import __version__
 from turngate.service import operate
 from turngate.service.config import Settings, host_and_port
 from turngate.service.config_help import describe, reference, shown_default, unknown_variables, variable
+from turngate.service.core import limits
 from turngate.service.operate.operations import Target
+
+if TYPE_CHECKING:
+    from turngate.service.ledger.prune import Pruned
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -99,7 +106,25 @@ def _parser() -> argparse.ArgumentParser:
     _store_flags(project_cmd)
     _migrate_flag(project_cmd)
     _metrics_flag(project_cmd)
-    for service_cmd in (serve_cmd, migrate_cmd, project_cmd):
+    prune_cmd = commands.add_parser(
+        "prune",
+        help="delete the history settled or written before WHEN (turns, their tool calls and "
+        "interactions, session events), then exit; never a turn not settled (docs/deploying.md, "
+        "History retention)",
+    )
+    prune_cmd.add_argument(
+        "--before",
+        required=True,
+        type=_cutoff,
+        metavar="WHEN",
+        help="an ISO-8601 time, UTC unless it names its offset (2025-01-31T00:00:00Z), or a "
+        "duration ago by this host's clock (30d, 12h, 90m); at least a day ago",
+    )
+    prune_cmd.add_argument(
+        "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
+    )
+    _store_flags(prune_cmd)
+    for service_cmd in (serve_cmd, migrate_cmd, project_cmd, prune_cmd):
         _name_settings(service_cmd)
     token_commands = commands.add_parser(
         "token",
@@ -268,12 +293,49 @@ def _store_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger", metavar="URL", help="with a redis store: the SQL ledger's URL")
 
 
+_DURATION_AGO = re.compile(r"(\d+)([smhd])")
+_UNIT = {"s": limits.SECOND, "m": 60 * limits.SECOND, "h": 3600 * limits.SECOND, "d": limits.DAY}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _cutoff(text: str) -> int:
+    """An argparse type: `prune --before`'s WHEN as µs since the epoch, no later than history
+    retention's floor allows (core/limits.py)."""
+    now = time.time_ns() // 1000
+    ago = _DURATION_AGO.fullmatch(text.strip())
+    if ago is not None:
+        before = now - int(ago.group(1)) * _UNIT[ago.group(2)]
+    else:
+        try:
+            when = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                "must be an ISO-8601 time (2025-01-31T00:00:00Z) or a duration ago (30d, 12h, 90m), "
+                f"not {text!r}"
+            ) from None
+        aware = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+        before = (aware - _EPOCH) // timedelta(microseconds=1)
+    if before > now - limits.MIN_HISTORY_RETENTION:
+        raise argparse.ArgumentTypeError(
+            "must be at least a day ago: younger history is never pruned (a turn may wait a day in a queue)"
+        )
+    return before
+
+
+def _iso(us: int) -> str:
+    return (_EPOCH + timedelta(microseconds=us)).isoformat().replace("+00:00", "Z")
+
+
+# The arguments of the service commands that are no setting.
+_NOT_SETTINGS = frozenset({"command", "before", "dry_run"})
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     given: dict[str, Any] = {
-        name: value for name, value in vars(args).items() if name != "command" and value is not None
+        name: value for name, value in vars(args).items() if name not in _NOT_SETTINGS and value is not None
     }
     if args.command != "serve":
-        # `migrate` and `project` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… (or
+        # `migrate`, `project` and `prune` take no calls: an image's TURNGATE_LISTEN=0.0.0.0:… (or
         # TURNGATE_HTTP_LISTEN) must not make them ask for a tokens file, nor its TURNGATE_WORKERS
         # start workers.
         given["listen"] = "127.0.0.1:0"
@@ -304,6 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         service_cmd = next(p for p in _subparsers(parser) if p.prog.endswith(f" {args.command}"))
         print(f"turngate: {describe(error, flags=_flags(service_cmd))}", file=sys.stderr)
         return EXIT_USAGE
+    if args.command == "prune":
+        return _prune(settings, args.before, dry_run=args.dry_run)
     return _run_service(args.command, settings)
 
 
@@ -410,6 +474,41 @@ def _run_one(
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _prune(settings: Settings, before: int, *, dry_run: bool) -> int:
+    """`turngate prune`: the history older than `before` deleted (or counted) in the database that
+    holds it, as the history retention's loop deletes it; what it did printed in one line."""
+    from turngate.service.ports.store import StoreUnavailable
+
+    try:
+        _check_can_start("prune", settings)
+        if settings.sqlite_file is not None and not settings.sqlite_file.exists():
+            raise CannotStart(f"no SQLite store at {settings.sqlite_file}")
+        pruned = asyncio.run(_pruned(settings.ledger or settings.store, before, dry_run=dry_run))
+    except (StoreUnavailable, CannotStart) as error:
+        print(f"turngate: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(
+        f"{'would prune' if dry_run else 'pruned'} {pruned.turns} turns, {pruned.tool_calls} tool calls, "
+        f"{pruned.interactions} interactions and {pruned.session_events} session events "
+        f"settled or written before {_iso(before)}"
+    )
+    return 0
+
+
+async def _pruned(url: str, before: int, *, dry_run: bool) -> Pruned:
+    from turngate.service.ledger.prune import prunable, prune
+    from turngate.service.sql.engine import dispose, make_engine
+    from turngate.service.sql.migrate import is_migrated
+
+    if not await is_migrated(url):
+        raise CannotStart("the database does not have this release's schema: run `turngate migrate` first")
+    engine = make_engine(url)
+    try:
+        return await (prunable(engine, before) if dry_run else prune(engine, before))
+    finally:
+        await dispose(engine)
 
 
 class CannotStart(Exception):

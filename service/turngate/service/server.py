@@ -29,7 +29,7 @@ from turngate.service.auth.gatekeeper import Gatekeeper
 from turngate.service.auth.principals import load_tokens
 from turngate.service.auth.session_tokens import load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
-from turngate.service.backends import Backend, ledger_url, open_backend, project_when_migrated, projector_for
+from turngate.service.backends import Backend, ledger_url, open_backend, projector_for, when_migrated
 from turngate.service.config import Settings, host_and_port, microseconds
 from turngate.service.health import LIVENESS, STORE, Health, follow_store
 from turngate.service.retirement import Retirement
@@ -114,7 +114,7 @@ class TurngateServer:
         retirement = Retirement(store, idle_retention=microseconds(settings.idle_retention))
         policy = Policy.from_settings(settings)
         quota = WatchQuota(settings.max_watches_per_principal, settings.max_watches_per_session)
-        projector = backend.projector
+        projector, retention = backend.projector, backend.retention
         instrumented = instrument.server(
             store,
             Sources(
@@ -124,6 +124,7 @@ class TurngateServer:
                 dead_letters=(lambda: projector.dead_letters) if projector else None,
                 lost_histories=(lambda: projector.lost_histories) if projector else None,
                 loop_restarts=self.supervisor.restarts,
+                pruned=(lambda: retention.pruned.by_table()) if retention else None,
             ),
             store_kind=settings.store.partition(":")[0],
             live=lambda: self._health.serving(LIVENESS),
@@ -432,7 +433,7 @@ async def _project(settings: Settings) -> None:
     supervisor = Supervisor(grace=settings.loop_failure_grace)
     loops = {
         "schema": schema.run,
-        "projector": lambda: project_when_migrated(schema, projector),
+        "projector": lambda: when_migrated(schema, projector.run),
         **instrument.sampling(
             Sources(
                 lag=projector.lag,

@@ -9,7 +9,8 @@ delivering only appends to each stream's buffer and wakes it, and never waits.
 A stream follows one epoch of the session's log. A cursor of another epoch gets a resync
 snapshot instead of a replay; so does a stream that meets an event of another epoch while the
 session's document says its epoch changed (the store lost the session and started it again):
-the new log's events never follow the old one's as if they were its next.
+the new log's events never follow the old one's as if they were its next. So does a stream whose
+log lacks events it should send next (history retention pruned them): never a silent gap.
 
 Events reach the hub from this process's commits (the store's listener) and, when the store is
 shared by several replicas, from a `Feed` that follows the logs of the sessions watched here.
@@ -129,6 +130,10 @@ class _LogStartedAgain(Exception):
     """An event of another epoch than the stream's: the session's log may have started again."""
 
 
+class _Gap(Exception):
+    """The log lacks events the stream should send next (history retention pruned them)."""
+
+
 class WatchHub:
     """Fans committed events out to this process's watchers, per session."""
 
@@ -190,19 +195,28 @@ class WatchHub:
             if after_seq == 0 or not self._resumable(state, after_seq, epoch):
                 yield Snapshot(state, await self._store.now(), resync=after_seq != 0)
                 at.seq = state.head
+            # The replay must reach the head the document had: events up to it were committed.
+            head = state.head
             del state  # a waiting stream keeps no document (memory per open stream)
             while True:
                 try:
                     async for event in self._replayed(key, at):
                         yield event
+                    if at.seq < head:
+                        raise _Gap
                     async for event in self._live(key, subscription, at):
                         yield event
                 except _LogStartedAgain:
                     state = await self._store.load(key)
                     # Otherwise the event was a late one of a log this stream has already left.
                     if state.epoch != at.epoch:
-                        yield Snapshot(state, await self._store.now(), resync=True)
-                        at.seq, at.epoch = state.head, state.epoch
+                        yield await self._resynced(state, at)
+                    head = at.seq
+                    del state
+                except _Gap:
+                    state = await self._store.load(key)
+                    yield await self._resynced(state, at)
+                    head = at.seq
                     del state
         finally:
             self._watchers -= 1
@@ -211,6 +225,11 @@ class WatchHub:
                 del self._watched[key]
                 if self._feed is not None:
                     self._feed.untrack(key)
+
+    async def _resynced(self, state: Session, at: _Cursor) -> Snapshot:
+        """A resync snapshot of `state`, the stream's cursor moved to its head."""
+        at.seq, at.epoch = state.head, state.epoch
+        return Snapshot(state, await self._store.now(), resync=True)
 
     async def _replayed(self, key: SessionKey, at: _Cursor) -> AsyncGenerator[Event, None]:
         """The log after `at`, a page at a time, moving `at` along."""
@@ -257,8 +276,11 @@ class _Cursor:
     epoch: int
 
     def passing(self, event: Event) -> Event:
-        """`event`, as the stream's next: it moves the cursor (_LogStartedAgain if of another log)."""
+        """`event`, as the stream's next: it moves the cursor (_LogStartedAgain if of another log,
+        _Gap if the log lacks the events before it)."""
         self.epoch = _in_log(self.epoch, event)
+        if event.seq != self.seq + 1:
+            raise _Gap
         self.seq = event.seq
         return event
 

@@ -59,6 +59,12 @@ MAX_QUEUE_WAIT = DAY
 DEFAULT_MAX_QUEUE_DEPTH = 16
 MAX_QUEUE_DEPTH = 256  # the most a setting may allow: it bounds the document
 
+# History retention (a setting; `turngate prune --before` keeps to the same floor): never less than
+# the longest a turn may wait in the queue, since a queued turn has no ledger row to protect its
+# events by (what is never pruned: docs/decisions.md, History retention).
+MIN_HISTORY_RETENTION = MAX_QUEUE_WAIT
+MAX_HISTORY_RETENTION = 3650 * DAY
+
 # Per session: what the document remembers, so every write stays small.
 RECENT_TURNS = 32
 MAX_TOMBSTONES = 64

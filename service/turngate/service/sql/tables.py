@@ -18,6 +18,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -68,6 +69,8 @@ session_events = Table(
     Column("body", Text, nullable=False),
     Column("epoch", BigInteger, nullable=False, autoincrement=False),
     PrimaryKeyConstraint("project_id", "session_id", "epoch", "seq"),
+    # History retention finds the oldest events by it (ledger/prune.py).
+    Index(None, "time"),
 )
 
 turns = Table(
@@ -92,6 +95,17 @@ turns = Table(
     # When the turn joined the queue (NULL: it never waited); one that never ran has admitted_at 0.
     Column("queued_at", BigInteger, nullable=True),
     Index(None, "project_id", "session_id", "turn_id"),
+    # History retention finds the turns settled longest ago by it (NULL while a turn is unsettled),
+    # and the few turns not settled, whose events it keeps, by the second (partial: small).
+    Index(None, "settled_at"),
+    Index(
+        "ix_turns_unsettled",
+        "project_id",
+        "session_id",
+        "turn_id",
+        postgresql_where=text("phase <> 3"),
+        sqlite_where=text("phase <> 3"),
+    ),
 )
 
 tool_calls = Table(

@@ -5,7 +5,7 @@ after its commit, whoever called it and whether or not the caller is still waiti
 at collection what a `Sampler` holds: the store's active turns and the projector's lag, which it
 reads every SAMPLE_INTERVAL_S (a collection runs on an exporter's or the HTTP server's thread and
 cannot wait on the event loop), and the hub's watchers, the projector's dead letters and lost
-histories and the background loops' restarts as they are.
+histories, the background loops' restarts and the rows history retention pruned as they are.
 
 The instruments are made once per process, because an SDK meter keeps the callbacks an observable
 instrument was first made with: they report the sampler of the server or projector started last.
@@ -78,11 +78,13 @@ class Sources:
     active_turns: Callable[[], Awaitable[int]] | None = None
     lag: Callable[[], Awaitable[int]] | None = None
     # Read at collection: the hub's open streams, the projector's dead letters and lost histories,
-    # and how often each background loop was restarted after a failure, by its name.
+    # how often each background loop was restarted after a failure, by its name, and the rows
+    # history retention pruned, by table.
     watchers: Callable[[], int] | None = None
     dead_letters: Callable[[], int] | None = None
     lost_histories: Callable[[], int] | None = None
     loop_restarts: Callable[[], Mapping[str, int]] | None = None
+    pruned: Callable[[], Mapping[str, int]] | None = None
 
 
 class Sampler:
@@ -117,6 +119,9 @@ class Sampler:
 
     def lost_histories(self) -> int | None:
         return None if self.sources.lost_histories is None else self.sources.lost_histories()
+
+    def pruned(self) -> Mapping[str, int]:
+        return {} if self.sources.pruned is None else self.sources.pruned()
 
 
 async def _read(sample: Callable[[], Awaitable[int]]) -> int | None:
@@ -238,6 +243,12 @@ class Metrics:
             "{session}",
             "Sessions whose Redis log this process's projector found started again (Redis lost them)",
         )
+        meter.create_observable_counter(
+            "turngate.history.pruned",
+            [self._pruned],
+            "{row}",
+            "History rows this process's history retention deleted, by table",
+        )
 
     def _callback(
         self, value: Callable[[Sampler], int | None]
@@ -255,6 +266,10 @@ class Metrics:
     def _restarts(self, _options: CallbackOptions) -> Iterable[Observation]:
         restarts = {} if self.sampler is None else self.sampler.loop_restarts()
         return [Observation(count, prefixed({"loop": name})) for name, count in restarts.items()]
+
+    def _pruned(self, _options: CallbackOptions) -> Iterable[Observation]:
+        pruned = {} if self.sampler is None else self.sampler.pruned()
+        return [Observation(count, prefixed({"table": table})) for table, count in pruned.items()]
 
     def observe(self, _key: SessionKey, applied: Applied) -> None:
         """A store Observer: counts and measures one apply's decision."""

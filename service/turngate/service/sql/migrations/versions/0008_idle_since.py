@@ -4,15 +4,15 @@ Rows written before are filled from their last write plus the longest a tombston
 answer may be remembered, so none is retired while it may still remember one (a session a turn
 holds, or whose queue waits, is set right by its next write, which it will have).
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,172 @@
+"""History retention's deletes: the history older than a cutoff, in bounded batches.
+
+What goes: settled turns whose `settled_at` is before the cutoff (a queued turn that expired or was
+cancelled is recorded settled as it leaves the queue), with their tool calls and interactions; and
+session events whose `time` is before it. What stays, however old: a turn that is not settled, and
+every event naming it (a queued turn has no row yet: the retention's floor, at least the longest
+queue wait, keeps its events; core/limits.py).
+
+Each batch is one short transaction of at most `BATCH` turns or events, found by an index from the
+oldest (migration 0007), so a prune costs what it deletes and never holds locks for long. On
+PostgreSQL a batch locks the rows it takes FOR UPDATE SKIP LOCKED: rows another transaction holds
+are left for the next prune instead of waited for, and concurrent prunes (every replica runs one)
+share the work. A turn once prunable stays so (its row never changes after settling), so on SQLite,
+whose SELECT runs before the write transaction begins, the batch deletes what it found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass, fields
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, Table, and_, bindparam, func, select, tuple_
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import Delete
+
+from turngate.service.core import TurnPhase
+from turngate.service.sql.engine import unavailable_on_failure
+from turngate.service.sql.tables import interactions, session_events, tool_calls, turns
+
+# Rows one transaction takes at most.
+BATCH = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """Rows deleted (or, for a dry run, that would be), by table."""
+
+    turns: int = 0
+    tool_calls: int = 0
+    interactions: int = 0
+    session_events: int = 0
+
+    def __add__(self, other: Pruned) -> Pruned:
+        return Pruned(*(mine + theirs for mine, theirs in zip(astuple(self), astuple(other), strict=True)))
+
+    @property
+    def total(self) -> int:
+        return sum(astuple(self))
+
+    def by_table(self) -> dict[str, int]:
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+async def prune(engine: AsyncEngine, before: int, *, batch: int = BATCH) -> Pruned:
+    """Deletes the history older than `before` (store-clock µs), a batch per transaction, until a
+    batch finds less than a full one; raises StoreUnavailable while the database does not answer."""
+    pruned = Pruned()
+    with unavailable_on_failure():
+        while True:
+            turns_pruned = await _prune_turns(engine, before, batch)
+            pruned += turns_pruned
+            if turns_pruned.turns < batch:
+                break
+        while True:
+            events_pruned = await _prune_events(engine, before, batch)
+            pruned += events_pruned
+            if events_pruned.session_events < batch:
+                break
+    return pruned
+
+
+async def prunable(engine: AsyncEngine, before: int) -> Pruned:
+    """What `prune(engine, before)` would delete now, counted."""
+    with unavailable_on_failure():
+        async with engine.connect() as conn:
+            return Pruned(
+                turns=await _count(conn, select(func.count()).where(_old_turn(before))),
+                tool_calls=await _count(conn, _children_count(tool_calls, before)),
+                interactions=await _count(conn, _children_count(interactions, before)),
+                session_events=await _count(conn, select(func.count()).where(_old_event(before))),
+            )
+
+
+def _old_turn(before: int) -> ColumnElement[bool]:
+    """A turn settled before `before` (`settled_at` is NULL until it settles)."""
+    return and_(turns.c.settled_at < before, turns.c.phase == TurnPhase.SETTLED)
+
+
+def _old_event(before: int) -> ColumnElement[bool]:
+    """An event written before `before` that names no turn of its session still unsettled."""
+    unsettled = select(turns.c.generation).where(
+        turns.c.project_id == session_events.c.project_id,
+        turns.c.session_id == session_events.c.session_id,
+        turns.c.turn_id == session_events.c.turn_id,
+        turns.c.phase != TurnPhase.SETTLED,
+    )
+    return and_(session_events.c.time < before, ~unsettled.exists())
+
+
+def oldest_turns(before: int, batch: int) -> Select[tuple[str, str, int]]:
+    """The keys of up to `batch` prunable turns, settled longest ago first, locked (PostgreSQL)."""
+    return (
+        select(turns.c.project_id, turns.c.session_id, turns.c.generation)
+        .where(_old_turn(before))
+        .order_by(turns.c.settled_at)
+        .limit(batch)
+        .with_for_update(skip_locked=True)
+    )
+
+
+def oldest_events(before: int, batch: int) -> Select[tuple[str, str, int, int]]:
+    """The keys of up to `batch` prunable events, oldest first, locked (PostgreSQL)."""
+    return (
+        select(*session_events.primary_key)
+        .where(_old_event(before))
+        .order_by(session_events.c.time)
+        .limit(batch)
+        .with_for_update(skip_locked=True, of=session_events)
+    )
+
+
+async def _prune_turns(engine: AsyncEngine, before: int, batch: int) -> Pruned:
+    async with engine.begin() as conn:
+        keys = (await conn.execute(oldest_turns(before, batch))).all()
+        if not keys:
+            return Pruned()
+        return Pruned(
+            tool_calls=await _delete(conn, tool_calls, keys),
+            interactions=await _delete(conn, interactions, keys),
+            turns=await _delete(conn, turns, keys),
+        )
+
+
+async def _prune_events(engine: AsyncEngine, before: int, batch: int) -> Pruned:
+    async with engine.begin() as conn:
+        keys = (await conn.execute(oldest_events(before, batch))).all()
+        if not keys:
+            return Pruned()
+        return Pruned(session_events=await _delete(conn, session_events, keys))
+
+
+async def _delete(conn: AsyncConnection, table: Table, keys: Sequence[Row[Any]]) -> int:
+    """Deletes the rows of `table` whose leading key columns (as many as each key has) are one of
+    `keys`; how many."""
+    statement, params = deletion(conn.dialect.name, table, keys)
+    return (await conn.execute(statement, params)).rowcount
+
+
+def deletion(
+    dialect: str, table: Table, keys: Sequence[Row[Any]]
+) -> tuple[Delete, list[dict[str, Any]] | None]:
+    """`_delete`'s statement and its parameters, each key found by the primary key's index: on
+    PostgreSQL one statement (asyncpg counts no rows of an executemany), on SQLite one per key
+    (it scans the whole table for a row-value IN list)."""
+    names = keys[0]._fields
+    columns = [table.c[name] for name in names]
+    if dialect == "postgresql":
+        return table.delete().where(tuple_(*columns).in_([tuple(key) for key in keys])), None
+    by_key = table.delete().where(*(column == bindparam(column.name) for column in columns))
+    return by_key, [key._asdict() for key in keys]
+
+
+def _children_count(table: Table, before: int) -> Select[int]:
+    """How many tool calls or interactions belong to prunable turns."""
+    of_turn = and_(*(table.c[name] == turns.c[name] for name in ("project_id", "session_id", "generation")))
+    return select(func.count()).select_from(table.join(turns, of_turn)).where(_old_turn(before))
+
+
+async def _count(conn: AsyncConnection, query: Select[int]) -> int:
+    return (await conn.execute(query)).scalar_one()
