@@ -66,9 +66,10 @@ async def idle_phase(redis: RedisUnderTest, ladder: IdleLadder) -> list[Figure]:
     figures = await sweep_figures(store, where, 0)
     base, base_replicas = await redis.used_memory(), await redis.used_memory(replicas=True)
     copies = 1 + len(redis.topology.replicas) / len(redis.masters)
-    per_session, made = 0.0, 0
+    # Until a step has measured it, what MEMORY USAGE says a template holds.
+    per_session, made = float(sum(await redis.session_bytes(keys, session_key("tpl", 0)))), 0
     for count in ladder.counts:
-        needed = (per_session or 10_000) * (count - made) * copies * HEADROOM
+        needed = per_session * (count - made) * copies * HEADROOM
         held = (await redis.used_memory() - base) * copies
         room = min(ladder.budget - held, available_memory() - RESERVE)
         if needed > room:
