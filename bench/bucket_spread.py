@@ -9,9 +9,12 @@ from collections import Counter
 from redis.crc import key_slot
 
 from turngate.service.store.redis.keys import Keyspace
+from turngate.service.store.redis.store import RedisStore
+from turngate.service.watchdog import Watchdog
 
-from redis_memory import RedisUnderTest
+from redis_memory import EVENT_RETENTION, RedisUnderTest
 from report import Figure
+from sweeps import p50_ms
 from workload import session_keys
 
 BUCKET_COUNTS = (16, 64, 256, 1_024)
@@ -50,4 +53,14 @@ async def buckets_phase(redis: RedisUnderTest, sessions: int) -> list[Figure]:
             Figure("buckets", redis.name, f"busiest of {masters} masters / mean, {label}", by_master, "x")
         )
         figures.append(Figure("buckets", redis.name, f"busiest bucket / mean, {label}", by_bucket, "x"))
+        figures.append(await sweep_cost(redis, buckets))
     return figures
+
+
+async def sweep_cost(redis: RedisUnderTest, buckets: int) -> Figure:
+    """One watchdog pass with nothing due over `buckets` buckets: one command per bucket."""
+    store = RedisStore(redis.client, redis.keyspace(f"sweep{buckets}", buckets), retention=EVENT_RETENTION)
+    pass_ms = await p50_ms(Watchdog(store).sweep)
+    return Figure(
+        "buckets", redis.name, f"one watchdog pass (nothing due) p50, {buckets} buckets", pass_ms, "ms"
+    )
