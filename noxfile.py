@@ -37,6 +37,7 @@ BENCHMARKS = {
     "embedded": "bench/embedded.py",
     "admission_modes": "bench/admission_modes.py",
     "http_path": "bench/http_path.py",
+    "capacity": "bench/capacity.py",
 }
 
 # xdist: tests that share a server or a Redis topology stay on one worker (tests/conftest.py);
@@ -149,7 +150,7 @@ def bench(session: nox.Session) -> None:
 
     `nox -s bench` runs each in turn; `nox -s bench -- overhead --rounds 3` runs one benchmark
     (a key of BENCHMARKS: `redis_mode`, `overhead`, `fanout`, `embedded`, `admission_modes`,
-    `http_path`) with those arguments; other arguments go to every benchmark, so options of one
+    `http_path`, `capacity`) with those arguments; other arguments go to every benchmark, so options of one
     benchmark only (`--topology cluster`, `--wait-replicas 1`) need its name first:
     `nox -s bench -- redis_mode --topology cluster`.
     """

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import platform
+import random
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -26,11 +27,27 @@ READY_TIMEOUT_S = 30.0
 _POLL_S = 0.05
 
 
-def free_port() -> int:
+def free_port(within: range | None = None) -> int:
+    """A port no one listens on: any the kernel picks, or one of `within` (a range a run was given
+    to keep apart from other runs on the machine)."""
+    if within is None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+        return port
+    for candidate in random.sample(within, len(within)):
+        if is_free(candidate):
+            return candidate
+    raise OSError(f"no free port in {within.start}-{within.stop - 1}")
+
+
+def is_free(port: int) -> bool:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 async def wait_until(ready: Callable[[], Awaitable[bool]], what: str) -> None:

@@ -158,6 +158,42 @@ def target_table(targets: Sequence[Target]) -> str:
     return table("Targets", ["target", "measured", "limit", "result"], [row(t) for t in targets])
 
 
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One measured figure of a run that reports figures rather than latencies (capacity.py)."""
+
+    phase: str
+    where: str  # the topology or store it was measured on
+    name: str
+    value: float | None  # None: not measured (`note` says why)
+    unit: str = ""
+    note: str = ""
+
+
+def fmt_value(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value != value or abs(value) >= 100 or value == int(value):  # NaN, large or whole
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def figures_table(title: str, figures: Sequence[Figure]) -> str:
+    def row(f: Figure) -> list[str]:
+        return [f.phase, f.where, f.name, fmt_value(f.value), f.unit, f.note]
+
+    headers = ["phase", "where", "measured", "value", "unit", "note"]
+    return table(title, headers, [row(f) for f in figures])
+
+
+def write_json(path: str, facts: Sequence[tuple[str, str]], figures: Sequence[Figure]) -> None:
+    """The run's facts and figures as one JSON document."""
+    document = {"facts": dict(facts), "figures": [asdict(f) for f in figures]}
+    with open(path, "w") as out:
+        json.dump(document, out, indent=1)
+        out.write("\n")
+
+
 def facts_lines(facts: Sequence[tuple[str, str]]) -> str:
     width = max(len(name) for name, _ in facts)
     return "\n".join(["Machine", *(f"  {name.ljust(width)}  {value}" for name, value in facts), ""])

@@ -49,6 +49,8 @@ class Run:
     wait_replicas: int = 0
     # The turngate checkout the servers run (code_env); None: what this process imports.
     code: Path | None = None
+    # More TURNGATE_* settings for the servers, as (variable, value) pairs.
+    settings: tuple[tuple[str, str], ...] = ()
 
     @property
     def keys(self) -> Keyspace:
@@ -64,11 +66,12 @@ class Run:
 
     def env(self) -> dict[str, str]:
         """The servers' environment: no inherited TURNGATE_* setting, this run's key prefix, the
-        run's WAIT count if it has one, and its code if it has its own."""
+        run's WAIT count if it has one, its own settings, and its code if it has its own."""
         env = code_env({k: v for k, v in os.environ.items() if not k.startswith("TURNGATE_")}, self.code)
         env.update(TURNGATE_REDIS_PREFIX=self.prefix, TURNGATE_REDIS_BUCKETS=str(BUCKETS))
         if self.wait_replicas:
             env.update(TURNGATE_REDIS_WAIT_REPLICAS=str(self.wait_replicas))
+        env.update(self.settings)
         return env
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any, Literal, TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from environment import READY_TIMEOUT_S, ServerProcess, cpu_seconds, free_port, wait_until
+from environment import READY_TIMEOUT_S, ServerProcess, cpu_seconds, free_port, is_free, wait_until
 
 Kind = Literal["standalone", "cluster", "sentinel"]
 T = TypeVar("T")
@@ -190,35 +189,36 @@ async def _linked_replica(replica: RedisNode) -> int:
 # --- Redis Cluster -------------------------------------------------------------------------
 
 
-def _is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def _cluster_ports(count: int) -> list[int]:
-    """`count` free ports whose cluster bus ports (port + 10000) are free too."""
+def _cluster_ports(count: int, within: range | None) -> list[int]:
+    """`count` free ports (of `within`, if given) whose cluster bus ports (port + 10000) are free too."""
     ports: list[int] = []
     while len(ports) < count:
-        port = free_port()
+        port = free_port(within)
         bus = port + BUS_PORT_OFFSET
         taken = {*ports, *(p + BUS_PORT_OFFSET for p in ports)}
-        if bus <= 65_535 and not {port, bus} & taken and _is_free(bus):
+        if bus <= 65_535 and not {port, bus} & taken and is_free(bus):
             ports.append(port)
     return ports
 
 
-async def start_cluster(stack: AsyncExitStack, root: Path) -> Topology:
-    """6 nodes made a cluster by `redis-cli --cluster create` (one replica per master), once every
-    node says the cluster is ok, every node sees the same slot map, and every replica is linked."""
+async def start_private(stack: AsyncExitStack, root: Path, within: range | None = None) -> Topology:
+    """A standalone redis-server of the run's own (on a port of `within`, if given): its INFO and
+    its memory are this run's alone, unlike the machine's shared server."""
+    node = await _start_node(stack, root, "standalone", free_port(within), DATA_NODE_SETTINGS)
+    description = f"standalone redis-server started by the run (port {node.port})"
+    return Topology("standalone", f"redis://{HOST}:{node.port}/0", description, (node,))
+
+
+async def start_cluster(stack: AsyncExitStack, root: Path, within: range | None = None) -> Topology:
+    """6 nodes (on ports of `within`, if given) made a cluster by `redis-cli --cluster create` (one
+    replica per master), once every node says the cluster is ok, every node sees the same slot map,
+    and every replica is linked."""
     # The default cluster-node-timeout (15 s): a node starved of CPU for a while on a busy machine is
     # not failed over during the run.
     settings = [*DATA_NODE_SETTINGS, "cluster-enabled yes", "cluster-config-file nodes.conf"]
+    node_ports = _cluster_ports(CLUSTER_NODES, within)
     nodes = await asyncio.gather(
-        *(_start_node(stack, root, "cluster", port, settings) for port in _cluster_ports(CLUSTER_NODES))
+        *(_start_node(stack, root, "cluster", port, settings) for port in node_ports)
     )
     argv = ["redis-cli", "--cluster", "create", *(f"{HOST}:{node.port}" for node in nodes)]
     argv += ["--cluster-replicas", "1", "--cluster-yes"]

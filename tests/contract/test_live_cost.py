@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
-from tests.support.commands import LEASE, SECOND
+from tests.support.commands import SECOND
 from tests.support.processes import free_port
 from tests.support.stores import open_redis_store
 from tests.support.topologies import DATA_NODE_SETTINGS, RedisProcess
@@ -32,14 +32,16 @@ from turngate.service.watchdog import Watchdog
 
 IDLE = 2_000
 LIVE = [SessionKey("p", f"live{i}") for i in range(3)]
-DAY = 24 * 3600 * SECOND
+HOUR = 3600 * SECOND
+DAY = 24 * HOUR
 
 
 async def add_sessions(store: Store, keys: list[SessionKey], *, idle: bool) -> None:
-    """Sessions with a turn each: left running, or completed (idle)."""
+    """Sessions with a turn each: left running (on a lease no run of this test outlasts, so no
+    watchdog pass finds one due), or completed (idle)."""
 
     async def one(key: SessionKey) -> None:
-        reply = (await store.apply(key, Admit("t1", "runner", LEASE))).reply
+        reply = (await store.apply(key, Admit("t1", "runner", HOUR))).reply
         assert isinstance(reply, Admitted)
         if idle:
             await store.apply(key, Complete("t1", reply.generation, TurnOutcome.COMPLETED))

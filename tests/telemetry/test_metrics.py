@@ -120,7 +120,7 @@ async def test_restarts_of_each_background_loop_are_counted_by_its_name(
         }
         assert restarts == {
             labels(loop="watchdog"): 3,
-            **{labels(loop=name): 0 for name in ("health", "schema", "sampler")},
+            **{labels(loop=name): 0 for name in ("retirement", "health", "schema", "sampler")},
         }
 
 
