@@ -58,7 +58,9 @@ from turngate.service.store.redis.script import (
 
 # Sessions whose document this replica remembers (the least recently used are forgotten).
 _KNOWN_SESSIONS = 10_000
-# cas.lua's answer to a removal whose session's log the ledger does not hold whole yet.
+# cas.lua's first reply: confirmed or written, or a removal whose session's log the ledger does
+# not hold whole yet (nothing written).
+_DONE = 1
 _LEDGER_BEHIND = 2
 
 
@@ -198,11 +200,12 @@ class RedisStore(CompareAndSetStore):
         mark = None if writes else self.keys.replication_mark(self.keys.bucket(key))
         confirm = self._replication.commands(mark)
         reply, *confirmed = await run_cas(connection, self._keys_of(key), args, confirm, writes=writes)
-        if reply[0] and writes:
+        if reply[0] != _DONE:
+            return reply
+        if writes:
             with unavailable_on_failure(sent=True):
                 await self._after_write(key, command)
-        if reply[0]:
-            self._replication.check(confirmed, str(key), wrote=writes)
+        self._replication.check(confirmed, str(key), wrote=writes)
         return reply
 
     def _change(self, key: SessionKey, decision: Decision) -> list[str | int | bytes]:
