@@ -145,7 +145,9 @@ def cleared(reply: Reply, state: Session, _: Admitted) -> None:
 
 RETRIED = [
     Retried("admit", lambda _: fresh(), lambda _: Admit("t1", "runner", LEASE), admitted_again),
-    Retried("heartbeat", running, lambda lease: Heartbeat("t1", lease.generation), continued),
+    # A lease of its own length: the store's clock may not have moved since the admission (Redis's
+    # estimate never runs back), and the heartbeat must still change what it writes.
+    Retried("heartbeat", running, lambda lease: Heartbeat("t1", lease.generation, 2 * LEASE), continued),
     Retried(
         "record_tool_call",
         running,
