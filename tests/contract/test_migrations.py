@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import pytest
 from alembic import command
@@ -237,3 +238,13 @@ async def test_0006_sessions_written_before_it_count_as_active_while_a_turn_hold
         assert await store.count_active() == 0
     finally:
         await store.close()
+
+
+async def test_migrations_of_two_databases_at_once_in_one_process_each_complete(tmp_path: Path) -> None:
+    """Servers sharing a process (or a store and its ledger) migrate at once: Alembic keeps the
+    running migration in module globals, so they take turns instead of clobbering them."""
+    urls = [f"sqlite+aiosqlite:///{tmp_path / f'db{i}.sqlite'}" for i in range(4)]
+
+    await asyncio.gather(*map(migrate, urls))
+
+    assert all([await is_migrated(url) for url in urls])

@@ -7,6 +7,8 @@ A new revision is written against a migrated database with
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from importlib.resources import files
 from typing import Any
 
@@ -35,17 +37,27 @@ async def migrate(url: str) -> None:
 
     A migration is one transaction, and concurrent migrations (replicas starting together) run
     one after the other. Alembic keeps the running migration in module globals, so one process
-    runs one migration at a time.
+    runs one migration at a time: two on one event loop (servers sharing a process, a store's and
+    a ledger's) would interleave at their awaits and clobber each other's.
     """
-    engine = make_engine(url)
-    if engine.dialect.name == "sqlite":
-        _begin_immediate(engine)
-    try:
-        with unavailable_on_failure():
-            async with engine.begin() as conn:
-                await conn.run_sync(_upgrade)
-    finally:
-        await dispose(engine)
+    async with _one_migration_at_a_time():
+        engine = make_engine(url)
+        if engine.dialect.name == "sqlite":
+            _begin_immediate(engine)
+        try:
+            with unavailable_on_failure():
+                async with engine.begin() as conn:
+                    await conn.run_sync(_upgrade)
+        finally:
+            await dispose(engine)
+
+
+# The migration lock of each event loop (an asyncio lock belongs to one loop).
+_migrating: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def _one_migration_at_a_time() -> asyncio.Lock:
+    return _migrating.setdefault(asyncio.get_running_loop(), asyncio.Lock())
 
 
 def _begin_immediate(engine: AsyncEngine) -> None:
