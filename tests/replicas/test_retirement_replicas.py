@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from tests.support.calls import admit, complete, record_call, snapshot, stop
-from tests.support.replicas import Deployment, key_of, new_session
+from tests.support.replicas import Deployment, key_of, new_session, through
 from tests.support.servers import Client
 from tests.support.stores import redis_contents
 from tests.support.waiting import WAIT_TIMEOUT_S, eventually
@@ -26,10 +26,6 @@ IDLE_RETENTION = 1.0
 SESSIONS = 8
 ROUNDS = 3
 CONTENDERS = 6
-
-
-def through(clients: list[Client], i: int) -> Client:
-    return clients[i % len(clients)]
 
 
 async def left_redis(client: Client, session: pb.SessionRef) -> bool:

@@ -29,7 +29,7 @@ from tests.support.calls import (
     wait_for_phase,
 )
 from tests.support.logs import gapless, logged, serialized, wait_for_ledger
-from tests.support.replicas import BUCKETS, PROJECT, Deployment, acting_through, key_of, new_session
+from tests.support.replicas import BUCKETS, PROJECT, Deployment, acting_through, key_of, new_session, through
 from tests.support.servers import Client
 from tests.support.shared_redis import REDIS_SERVER, REDIS_TIMEOUT_S, delete_prefix, unique_prefix
 from tests.support.waiting import WAIT_TIMEOUT_S, cancelled
@@ -66,11 +66,6 @@ SHORT_LEASE_S = 1.0
 # outlives the test.
 EXPIRING_LEASE_US = 100_000
 LASTING_LEASE_US = 60_000_000
-
-
-def through(clients: list[Client], i: int) -> Client:
-    """The i-th replica, round robin."""
-    return clients[i % len(clients)]
 
 
 # --- I1 across replicas --------------------------------------------------------------------

@@ -110,6 +110,11 @@ def acting_through(runner: Client, gateway: Client) -> Client:
     return Client(runner.channel, runner.admission, gateway.control, runner.sessions)
 
 
+def through(clients: list[Client], i: int) -> Client:
+    """The i-th replica, round robin."""
+    return clients[i % len(clients)]
+
+
 def new_session() -> pb.SessionRef:
     return pb.SessionRef(project_id=PROJECT, session_id=f"s-{uuid.uuid4().hex[:16]}")
 
