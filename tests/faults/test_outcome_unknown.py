@@ -63,6 +63,13 @@ def waiting_for(redis: PrivateRedis, keys: Keyspace, replicas: int, wait_ms: int
     return RedisStore(client, keys, retention=REDIS_RETENTION, replication=Replication(replicas, wait_ms))
 
 
+def widen_the_clock_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The script must run, not refuse a decision a loaded machine made more than the clock window
+    before it: a lost reply cannot tell a refusal from a write, and the retry would admit anew."""
+    monkeypatch.setattr(redis_store, "BEHIND_LIMIT_US", 60 * SECOND)
+    monkeypatch.setattr(redis_store, "AHEAD_LIMIT_US", 60 * SECOND)
+
+
 def assert_admitted_again(reply: object, first: Admitted | None = None) -> Admitted:
     assert isinstance(reply, Admitted), reply
     assert reply.replayed, "an earlier call admitted it"
@@ -100,10 +107,7 @@ async def test_a_master_demoted_under_a_blocked_wait_answers_unblocked_and_the_w
 ) -> None:
     """A failover while WAIT blocks: Redis unblocks the WAIT (UNBLOCKED) of a script it ran
     (a cluster node: CLUSTER FAILOVER on its replica; the others: REPLICAOF)."""
-    # The script must run, not refuse a decision a loaded machine made more than the clock window
-    # before it (its WAIT blocks all the same, and a cut connection could not tell the two apart).
-    monkeypatch.setattr(redis_store, "BEHIND_LIMIT_US", 60 * SECOND)
-    monkeypatch.setattr(redis_store, "AHEAD_LIMIT_US", 60 * SECOND)
+    widen_the_clock_window(monkeypatch)
     waiting = waiting_for(redis_server, keys, REPLICAS[redis_server.topology] + 1, 30_000)
     master = await redis_server.master_of(keys.doc(KEY))
     # The script loaded on the node whose WAIT the test watches: the WAIT is then the script's, not
@@ -187,9 +191,10 @@ async def test_a_redis_frozen_with_the_script_in_its_socket_is_outcome_unknown_a
 
 @pytest.mark.redis
 async def test_a_redis_script_whose_reply_is_cut_off_is_outcome_unknown_and_a_retry_answers_what_it_did(
-    tmp_path: Path, keys: Keyspace
+    tmp_path: Path, keys: Keyspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The connection lost with the reply: the script ran, and the retry finds its turn."""
+    widen_the_clock_window(monkeypatch)
     server = DurableRedis(tmp_path)
     server.start()
     proxy = CuttingProxy(("127.0.0.1", server.port))
