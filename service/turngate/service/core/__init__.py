@@ -1,6 +1,7 @@
 """The pure core: `decide(state, command, now)` holds every rule of the session state machine."""
 
 from turngate.service.core.commands import (
+    AcknowledgeSteer,
     Admit,
     Cancel,
     ClearQueue,
@@ -14,6 +15,7 @@ from turngate.service.core.commands import (
     ResumeQueue,
     Retire,
     RunnerCommand,
+    SteerTurn,
 )
 from turngate.service.core.decide import ClockWindow, Decision, clock_window, decide, needs_history, recalled
 from turngate.service.core.enums import (
@@ -24,6 +26,8 @@ from turngate.service.core.enums import (
     QueueAction,
     SessionPhase,
     SettledBy,
+    SteerFallback,
+    SteerStatus,
     ToolCallStatus,
     TurnOutcome,
     TurnPhase,
@@ -35,12 +39,14 @@ from turngate.service.core.events import (
     InteractionChanged,
     QueuePaused,
     QueueResumed,
+    SteerEnded,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
     TurnDequeued,
     TurnQueued,
     TurnSettled,
+    TurnSteered,
 )
 from turngate.service.core.model import NO_EPOCH, ActiveTurn, RequestMemo, Session, SessionKey
 from turngate.service.core.records import (
@@ -48,6 +54,8 @@ from turngate.service.core.records import (
     QueuedTurn,
     QueuePause,
     SettledTurn,
+    Steer,
+    SteerInput,
     StopRequest,
     ToolCall,
 )
@@ -66,6 +74,11 @@ from turngate.service.core.replies import (
     Reply,
     Resumed,
     Retired,
+    SteerAcknowledged,
+    Steered,
+    SteerMismatch,
+    SteerQueued,
+    SteerReply,
     Swept,
     ToolCallReply,
 )
@@ -73,6 +86,7 @@ from turngate.service.core.replies import (
 __all__ = [
     "LEGACY_EPOCH",
     "NO_EPOCH",
+    "AcknowledgeSteer",
     "ActiveTurn",
     "AdmissionMode",
     "Admit",
@@ -122,6 +136,17 @@ __all__ = [
     "SessionPhase",
     "SettledBy",
     "SettledTurn",
+    "Steer",
+    "SteerAcknowledged",
+    "SteerEnded",
+    "SteerFallback",
+    "SteerInput",
+    "SteerMismatch",
+    "SteerQueued",
+    "SteerReply",
+    "SteerStatus",
+    "SteerTurn",
+    "Steered",
     "StopRequest",
     "StopRequested",
     "Swept",
@@ -135,6 +160,7 @@ __all__ = [
     "TurnPhase",
     "TurnQueued",
     "TurnSettled",
+    "TurnSteered",
     "clock_window",
     "decide",
     "needs_history",

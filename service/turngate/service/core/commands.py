@@ -7,7 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turngate.service.core import limits
-from turngate.service.core.enums import AdmissionMode, QueueAction, ToolCallStatus, TurnOutcome
+from turngate.service.core.enums import (
+    AdmissionMode,
+    QueueAction,
+    SteerFallback,
+    SteerStatus,
+    ToolCallStatus,
+    TurnOutcome,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +133,42 @@ class ClearQueue:
 
 
 @dataclass(frozen=True, slots=True)
+class SteerTurn:
+    """Input for the running turn `expected_turn_id` (§9). `steer_id` names it (and, when it
+    becomes a turn of its own, that turn); a retry with the same `request_id` (or, without one, the
+    same `steer_id`) answers the first call for `tombstone_ttl`. The runner acknowledges it within
+    `steer_wait`; `requeue` asks that it join the queue if its turn ends first (S6). `fallback`
+    says what happens when that turn is not running (S1, S7); a turn it becomes waits at most
+    `max_queue_wait`, in a queue of at most `max_queue_depth`, and holds a lease of `lease_ttl`."""
+
+    expected_turn_id: str
+    steer_id: str
+    content: str
+    content_type: str = "text/plain"
+    fallback: SteerFallback = SteerFallback.REJECT
+    requeue: bool = False
+    request_id: str = ""
+    steer_wait: int = limits.DEFAULT_STEER_WAIT
+    max_steers: int = limits.DEFAULT_MAX_STEERS_PER_TURN
+    tombstone_ttl: int = limits.DEFAULT_TOMBSTONE_TTL
+    max_queue_wait: int = limits.DEFAULT_MAX_QUEUE_WAIT
+    max_queue_depth: int = limits.DEFAULT_MAX_QUEUE_DEPTH
+    lease_ttl: int = limits.DEFAULT_LEASE_TTL
+
+
+@dataclass(frozen=True, slots=True)
+class AcknowledgeSteer:
+    """The runner's word on a steer of its turn (S2): CONSUMED or DECLINED, fenced like every runner
+    write (I2)."""
+
+    turn_id: str
+    generation: int
+    steer_id: str
+    status: SteerStatus
+    principal: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Expire:
     """The watchdog's tick: settle whatever the clock says is due (the active turn's deadlines and
     queued turns' expiries)."""
@@ -139,5 +182,15 @@ class Retire:
     idle_retention: int = limits.DEFAULT_IDLE_RETENTION
 
 
-RunnerCommand = Heartbeat | RecordToolCall | RecordInteraction | Complete
-Command = Admit | RunnerCommand | ResolveInteraction | Cancel | ResumeQueue | ClearQueue | Expire | Retire
+RunnerCommand = Heartbeat | RecordToolCall | RecordInteraction | Complete | AcknowledgeSteer
+Command = (
+    Admit
+    | RunnerCommand
+    | ResolveInteraction
+    | Cancel
+    | ResumeQueue
+    | ClearQueue
+    | SteerTurn
+    | Expire
+    | Retire
+)

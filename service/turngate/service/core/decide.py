@@ -25,6 +25,7 @@ from typing import TypeVar, assert_never
 
 from turngate.service.core import limits
 from turngate.service.core.commands import (
+    AcknowledgeSteer,
     Admit,
     Cancel,
     ClearQueue,
@@ -37,6 +38,7 @@ from turngate.service.core.commands import (
     ResolveInteraction,
     ResumeQueue,
     Retire,
+    SteerTurn,
 )
 from turngate.service.core.enums import (
     AdmissionMode,
@@ -45,6 +47,8 @@ from turngate.service.core.enums import (
     InteractionStatus,
     QueueAction,
     SettledBy,
+    SteerFallback,
+    SteerStatus,
     ToolCallStatus,
     TurnOutcome,
     TurnPhase,
@@ -55,12 +59,14 @@ from turngate.service.core.events import (
     InteractionChanged,
     QueuePaused,
     QueueResumed,
+    SteerEnded,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
     TurnDequeued,
     TurnQueued,
     TurnSettled,
+    TurnSteered,
 )
 from turngate.service.core.model import NO_EPOCH, ActiveTurn, RequestMemo, Session
 from turngate.service.core.records import (
@@ -68,6 +74,8 @@ from turngate.service.core.records import (
     QueuedTurn,
     QueuePause,
     SettledTurn,
+    Steer,
+    SteerInput,
     StopRequest,
     ToolCall,
 )
@@ -87,6 +95,11 @@ from turngate.service.core.replies import (
     Reply,
     Resumed,
     Retired,
+    SteerAcknowledged,
+    Steered,
+    SteerMismatch,
+    SteerQueued,
+    SteerReply,
     Swept,
     ToolCallReply,
 )
@@ -110,6 +123,7 @@ class Decision:
 def decide(state: Session, command: Command, now: int) -> Decision:
     draft = _Draft(state, now)
     expired = _expire_queued(draft)
+    _expire_steers(draft)
     swept = _settle_if_due(draft)
     match command:
         case Admit():
@@ -130,6 +144,10 @@ def decide(state: Session, command: Command, now: int) -> Decision:
             reply = _resume_queue(draft, command)
         case ClearQueue():
             reply = _clear_queue(draft, command)
+        case SteerTurn():
+            reply = _steer(draft, command)
+        case AcknowledgeSteer():
+            reply = _acknowledge_steer(draft, command)
         case Expire():
             reply = Swept(settled=swept, expired_turn_ids=expired)
         case Retire():
@@ -217,8 +235,7 @@ def clock_window(state: Session, now: int) -> ClockWindow:
     """The window of a decision on `state` at `now`: every instant the rules compare `now` with
     (the active turn's deadline, queued turns', tombstone and request-id expiries), split at `now`."""
     instants = [
-        *(() if state.active is None else (state.active.deadline(),)),
-        *(queued.expires_at for queued in state.queue),
+        *state.instants(),
         *state.tombstones.values(),
         *(memo.expires_at for memo in state.requests.values()),
     ]
@@ -253,6 +270,7 @@ def _settle(draft: _Draft, outcome: TurnOutcome, settled_by: SettledBy, error: s
             draft.emit(ToolCallChanged(turn.turn_id, turn.generation, call_id, closed))
             interrupted.append(call_id)
     _, cancelled = _cancel_pending(draft, turn)
+    unconsumed, requeued = _end_pending_steers(draft, turn)
     settled = SettledTurn(
         turn_id=turn.turn_id,
         runner_id=turn.runner_id,
@@ -267,9 +285,10 @@ def _settle(draft: _Draft, outcome: TurnOutcome, settled_by: SettledBy, error: s
         principal=turn.principal,
         queued_at=turn.queued_at,
     )
-    draft.emit(TurnSettled(settled, tuple(interrupted), cancelled, turn.traceparent))
+    draft.emit(TurnSettled(settled, tuple(interrupted), cancelled, turn.traceparent, unconsumed))
     recent = (*draft.state.recent, settled)[-limits.RECENT_TURNS :]
     draft.state = replace(draft.state, active=None, recent=recent)
+    _requeue(draft, turn, requeued)
     _pause_if_asked(draft, turn, outcome)
     return settled
 
@@ -416,6 +435,7 @@ def _hold(draft: _Draft, claim: Admit | QueuedTurn) -> ActiveTurn:
             turn.traceparent,
             from_queue=queued is not None,
             waited=now - queued.queued_at if queued else 0,
+            steer=queued.steer if queued else None,
         )
     )
     return turn
@@ -441,9 +461,7 @@ def _enqueue(draft: _Draft, cmd: Admit, *, head: bool) -> Reply:
     queue = (queued, *state.queue) if head else (*state.queue, queued)
     position = 1 if head else len(queue)
     draft.state = replace(state, queue=queue)
-    draft.emit(
-        TurnQueued(queued.turn_id, queued.runner_id, position, now, queued.expires_at, queued.traceparent)
-    )
+    _emit_queued(draft, queued, position)
     return Queued(queued, position, len(queue), replayed=False)
 
 
@@ -869,4 +887,238 @@ def _stop_active(draft: _Draft, turn: ActiveTurn, cmd: Cancel) -> Cancelled:
         stopping_turn_id=turn.turn_id,
         cancelled_interaction_ids=stop.cancelled_interaction_ids,
         stop_deadline=stop.deadline,
+    )
+
+
+# --- steers (§9: S1-S7) --------------------------------------------------------------------
+
+
+def _steer(draft: _Draft, cmd: SteerTurn) -> Reply:
+    """S1 guarded by the turn it names, S3 idempotent, S4 bounded, S5 pushed; S7 the fallback."""
+    key = _request_key("steer", cmd.request_id or cmd.steer_id)
+    if isinstance(first := _recalled(draft, key), Steered | SteerQueued):
+        return replace(first, replayed=True)
+    active = draft.state.active
+    if active is not None and active.turn_id == cmd.expected_turn_id:
+        if (known := active.steers.get(cmd.steer_id)) is not None:
+            return Steered(active.turn_id, cmd.steer_id, known.seq, replayed=True)
+        if active.phase is TurnPhase.RUNNING:
+            if len(active.steers) >= cmd.max_steers:
+                return _limit("steers_per_turn", cmd.max_steers)
+            reply: SteerReply | Refusal = _steer_running(draft, active, cmd)
+            _remember_steer(draft, key, reply, cmd)
+            return reply
+    if cmd.fallback is SteerFallback.ENQUEUE and (runner := _runner_of(draft.state, cmd.expected_turn_id)):
+        reply = _steer_enqueued(draft, cmd, runner)
+        _remember_steer(draft, key, reply, cmd)
+        return reply
+    return _steer_mismatch(draft.state, cmd.expected_turn_id)
+
+
+def _steer_running(draft: _Draft, turn: ActiveTurn, cmd: SteerTurn) -> Steered:
+    """S1/S5: the steer joins the running turn, pending, its input kept until the runner answers."""
+    seq = draft.state.next_seq + len(draft.bodies)
+    steer = Steer(
+        SteerStatus.PENDING,
+        draft.now,
+        draft.now + cmd.steer_wait,
+        seq,
+        SteerInput(cmd.steer_id, cmd.content, cmd.content_type),
+        cmd.max_queue_wait if cmd.requeue else 0,
+    )
+    draft.set_active(replace(turn, steers={**turn.steers, cmd.steer_id: steer}))
+    draft.emit(
+        TurnSteered(
+            turn.turn_id, turn.generation, cmd.steer_id, cmd.content, cmd.content_type, steer.expires_at
+        )
+    )
+    return Steered(turn.turn_id, cmd.steer_id, seq)
+
+
+def _remember_steer(draft: _Draft, key: str, reply: SteerReply | Refusal, cmd: SteerTurn) -> None:
+    if isinstance(reply, Steered | SteerQueued):
+        _remember(draft, key, reply, cmd.tombstone_ttl)
+
+
+def _steer_mismatch(state: Session, expected: str) -> SteerMismatch:
+    """S1: nothing changes; the answer says what holds the session and what became of the turn."""
+    active = state.active
+    expected_phase: TurnPhase | None = None
+    if active is not None and active.turn_id == expected:
+        expected_phase = active.phase
+    elif state.queued(expected) is not None:
+        expected_phase = TurnPhase.QUEUED
+    settled = state.settled(expected)
+    if settled is not None:
+        expected_phase = TurnPhase.SETTLED
+    other_active = active is not None and active.turn_id != expected
+    return SteerMismatch(
+        expected,
+        ErrorReason.ACTIVE_TURN_MISMATCH if other_active else ErrorReason.TURN_NOT_ACTIVE,
+        current_turn_id=active.turn_id if active is not None else "",
+        current_phase=active.phase if active is not None else None,
+        expected_phase=expected_phase,
+        expected_outcome=settled.outcome if settled is not None else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Runner:
+    """Who runs a turn a steer becomes: the runner (and principal) of the turn the steer named."""
+
+    runner_id: str
+    principal: str
+    traceparent: str
+
+
+def _runner_of(state: Session, turn_id: str) -> _Runner | None:
+    """The runner of turn_id, active, queued or settled; None for a turn this session never saw."""
+    active = state.active
+    if active is not None and active.turn_id == turn_id:
+        return _Runner(active.runner_id, active.principal, active.traceparent)
+    if (waiting := state.queued(turn_id)) is not None:
+        return _Runner(waiting[1].runner_id, waiting[1].principal, waiting[1].traceparent)
+    settled = state.settled(turn_id)
+    if settled is not None:
+        return _Runner(settled.runner_id, settled.principal, "")
+    return None
+
+
+def _steer_enqueued(draft: _Draft, cmd: SteerTurn, runner: _Runner) -> SteerQueued | Refusal:
+    """S7: the steer becomes a turn of its own, `steer_id`, for the same runner, waiting at the
+    queue's tail as an ENQUEUE would (Q1, Q4); on an idle session with an unpaused queue it is
+    promoted in this write (Q2), and its runner learns it, with the input, from its watch."""
+    state, now = draft.state, draft.now
+    if (taken := _turn_id_taken(state, cmd.steer_id, now)) is not None:
+        return taken
+    if len(state.queue) >= cmd.max_queue_depth:
+        return _queue_full(state, cmd.max_queue_depth, now)
+    queued = QueuedTurn(
+        cmd.steer_id,
+        runner.runner_id,
+        now,
+        now + cmd.max_queue_wait,
+        cmd.lease_ttl,
+        runner.traceparent,
+        runner.principal,
+        SteerInput(cmd.steer_id, cmd.content, cmd.content_type),
+    )
+    queue = (*state.queue, queued)
+    draft.state = replace(state, queue=queue)
+    _emit_queued(draft, queued, len(queue))
+    admitted = _promote_if_idle(draft) == queued.turn_id
+    return SteerQueued(queued, 0 if admitted else len(queue), len(draft.state.queue), admitted)
+
+
+def _turn_id_taken(state: Session, turn_id: str, now: int) -> Refusal | None:
+    """Why a steer cannot become turn `turn_id`: the session knows a turn by that id."""
+    if _tombstoned(state, turn_id, now):
+        return Refusal(ErrorReason.TURN_CANCELLED, f"turn {turn_id} was cancelled before it started")
+    if (settled := state.settled(turn_id)) is not None:
+        return Refusal(
+            ErrorReason.TURN_ALREADY_SETTLED,
+            f"turn {turn_id} already settled {settled.outcome.name}",
+            settled_outcome=settled.outcome,
+        )
+    active = state.active
+    if (active is not None and active.turn_id == turn_id) or state.queued(turn_id) is not None:
+        return Refusal(ErrorReason.TURN_OWNED_BY_OTHER_RUNNER, f"turn {turn_id} exists already")
+    return None
+
+
+def _acknowledge_steer(draft: _Draft, cmd: AcknowledgeSteer) -> Reply:
+    """S2: the runner ends a pending steer of its own turn, once; a repeat answers that end."""
+    turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
+    if turn is None:
+        return _not_active(cmd.turn_id)
+    if foreign := _foreign(turn, cmd.principal):
+        return foreign
+    steer = turn.steers.get(cmd.steer_id)
+    if steer is None:
+        return Refusal(ErrorReason.STEER_NOT_FOUND, f"turn {turn.turn_id} has no steer {cmd.steer_id}")
+    if steer.status is not SteerStatus.PENDING:
+        return SteerAcknowledged(cmd.steer_id, steer.status, recorded=False)
+    draft.set_active(replace(_steer_ended(draft, turn, cmd.steer_id, cmd.status), claimed=True))
+    return SteerAcknowledged(cmd.steer_id, cmd.status, recorded=True)
+
+
+def _steer_ended(
+    draft: _Draft, turn: ActiveTurn, steer_id: str, status: SteerStatus, *, requeued: bool = False
+) -> ActiveTurn:
+    """`turn` with its steer ended (S2): its input dropped, its event emitted."""
+    steer = replace(turn.steers[steer_id], status=status, ended_at=draft.now, input=None)
+    draft.emit(SteerEnded(turn.turn_id, turn.generation, steer_id, status, requeued))
+    return replace(turn, steers={**turn.steers, steer_id: steer})
+
+
+def _expire_steers(draft: _Draft) -> None:
+    """S2: a steer not acknowledged by its expires_at ends EXPIRED, unless its turn's own deadline
+    came first (then the turn's end finds it UNCONSUMED)."""
+    turn = draft.state.active
+    if turn is None:
+        return
+    until = min(draft.now, turn.deadline() - 1)
+    due = [sid for sid, s in turn.pending_steers().items() if s.expires_at <= until]
+    for steer_id in due:
+        turn = _steer_ended(draft, turn, steer_id, SteerStatus.EXPIRED)
+    if due:
+        draft.set_active(turn)
+
+
+def _end_pending_steers(draft: _Draft, turn: ActiveTurn) -> tuple[tuple[str, ...], list[str]]:
+    """S2 at settlement: every steer still pending ends UNCONSUMED; returns their ids, and those
+    that join the queue once the turn has settled (S6)."""
+    unconsumed = tuple(turn.pending_steers())
+    requeued = _requeued(draft, turn, unconsumed)
+    ended = turn
+    for steer_id in unconsumed:
+        ended = _steer_ended(draft, ended, steer_id, SteerStatus.UNCONSUMED, requeued=steer_id in requeued)
+    return unconsumed, requeued
+
+
+def _requeued(draft: _Draft, turn: ActiveTurn, unconsumed: tuple[str, ...]) -> list[str]:
+    """S6: the unconsumed steers whose sender asked, whose id names no turn of the session, as many
+    as the document's bound on the queue leaves room for."""
+    room = max(0, limits.MAX_QUEUE_DEPTH - len(draft.state.queue))
+    asked = [
+        sid
+        for sid in unconsumed
+        if turn.steers[sid].requeue_wait and _turn_id_taken(draft.state, sid, draft.now) is None
+    ]
+    return asked[:room]
+
+
+def _requeue(draft: _Draft, turn: ActiveTurn, requeued: list[str]) -> None:
+    """S6: the requeued steers join the queue's head, in the order they came, each a turn of the
+    ending turn's runner carrying its input."""
+    now = draft.now
+    turns = [
+        QueuedTurn(
+            steer_id,
+            turn.runner_id,
+            now,
+            now + turn.steers[steer_id].requeue_wait,
+            turn.lease_ttl,
+            turn.traceparent,
+            turn.principal,
+            turn.steers[steer_id].input,
+        )
+        for steer_id in requeued
+    ]
+    draft.state = replace(draft.state, queue=(*turns, *draft.state.queue))
+    for position, queued in enumerate(turns, start=1):
+        _emit_queued(draft, queued, position)
+
+
+def _emit_queued(draft: _Draft, queued: QueuedTurn, position: int) -> None:
+    draft.emit(
+        TurnQueued(
+            queued.turn_id,
+            queued.runner_id,
+            position,
+            queued.queued_at,
+            queued.expires_at,
+            queued.traceparent,
+            queued.steer,
+        )
     )

@@ -66,6 +66,7 @@ class ErrorReason(IntEnum):
     ACTIVE_TURN_MISMATCH = 12
     # Not a refusal: a store's answer when a write's outcome is unknown (never decide()'s).
     WRITE_OUTCOME_UNKNOWN = 13
+    STEER_NOT_FOUND = 14
 
 
 class AdmissionMode(IntEnum):
@@ -82,3 +83,20 @@ class QueueAction(IntEnum):
     PAUSE = 1
     CONTINUE = 2
     CLEAR = 3
+
+
+class SteerStatus(IntEnum):
+    """Where a steer is (docs/design.md §9): PENDING until its one end (S2)."""
+
+    PENDING = 1
+    CONSUMED = 2
+    DECLINED = 3
+    UNCONSUMED = 4
+    EXPIRED = 5
+
+
+class SteerFallback(IntEnum):
+    """What a steer does when the turn it names is not running (S1, S6)."""
+
+    REJECT = 1
+    ENQUEUE = 2

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from turngate.service.core.enums import TurnOutcome
-from turngate.service.core.records import Interaction, SettledTurn, ToolCall
+from turngate.service.core.enums import SteerStatus, TurnOutcome
+from turngate.service.core.records import Interaction, SettledTurn, SteerInput, ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,7 @@ class TurnAdmitted:
     traceparent: str = ""
     from_queue: bool = False
     waited: int = 0
+    steer: SteerInput | None = None  # a turn a steer became: the input its runner is to run (S6, S7)
     kind: Literal["turn_admitted"] = "turn_admitted"
 
     @property
@@ -73,6 +74,7 @@ class TurnSettled:
     interrupted_tool_call_ids: tuple[str, ...] = ()
     cancelled_interaction_ids: tuple[str, ...] = ()
     traceparent: str = ""
+    unconsumed_steer_ids: tuple[str, ...] = ()
     kind: Literal["turn_settled"] = "turn_settled"
 
 
@@ -86,6 +88,7 @@ class TurnQueued:
     queued_at: int
     expires_at: int
     traceparent: str = ""
+    steer: SteerInput | None = None
     kind: Literal["turn_queued"] = "turn_queued"
 
 
@@ -125,6 +128,33 @@ class QueueResumed:
     kind: Literal["queue_resumed"] = "queue_resumed"
 
 
+@dataclass(frozen=True, slots=True)
+class TurnSteered:
+    """A steer reached the running turn (S1): pushed to its runner, which acknowledges it by
+    `expires_at` (S2)."""
+
+    turn_id: str
+    generation: int
+    steer_id: str
+    content: str
+    content_type: str
+    expires_at: int
+    kind: Literal["turn_steered"] = "turn_steered"
+
+
+@dataclass(frozen=True, slots=True)
+class SteerEnded:
+    """A steer's one end (S2): CONSUMED or DECLINED by the runner, UNCONSUMED when its turn
+    settled first (then `requeued` when it joined the queue as a turn of its own, S6), EXPIRED."""
+
+    turn_id: str
+    generation: int
+    steer_id: str
+    status: SteerStatus
+    requeued: bool = False
+    kind: Literal["steer_ended"] = "steer_ended"
+
+
 EventBody = (
     TurnAdmitted
     | StopRequested
@@ -135,6 +165,8 @@ EventBody = (
     | TurnDequeued
     | QueuePaused
     | QueueResumed
+    | TurnSteered
+    | SteerEnded
 )
 
 # The epoch of every document and event written before epochs existed (turngate 0.1.0): below any

@@ -59,6 +59,18 @@ MAX_QUEUE_WAIT = DAY
 DEFAULT_MAX_QUEUE_DEPTH = 16
 MAX_QUEUE_DEPTH = 256  # the most a setting may allow: it bounds the document
 
+# Steers (§9): the most content a steer may carry (a setting, at most MAX_STEER_BYTES: content
+# stays in the document while it waits for its runner), how many steers a turn may take (a setting,
+# at most MAX_STEERS_PER_TURN) and how long a steer waits for its acknowledgement (a setting).
+DEFAULT_MAX_STEER_BYTES = 4 * 1024
+MAX_STEER_BYTES = 64 * 1024
+MAX_CONTENT_TYPE = 128
+DEFAULT_MAX_STEERS_PER_TURN = 16
+MAX_STEERS_PER_TURN = 256
+DEFAULT_STEER_WAIT = 600 * SECOND
+MIN_STEER_WAIT = 1 * SECOND
+MAX_STEER_WAIT = DAY
+
 # History retention (a setting; `turngate prune --before` keeps to the same floor): never less than
 # the longest a turn may wait in the queue, since a queued turn has no ledger row to protect its
 # events by (what is never pruned: docs/decisions.md, History retention).

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from turngate.service.core.enums import SessionPhase, TurnPhase
+from turngate.service.core.enums import SessionPhase, SteerStatus, TurnPhase
 from turngate.service.core.records import (
     Interaction,
     QueuedTurn,
     QueuePause,
     SettledTurn,
+    Steer,
     StopRequest,
     ToolCall,
 )
@@ -46,6 +47,11 @@ class ActiveTurn:
     principal: str = ""
     claimed: bool = True
     queued_at: int = 0
+    steers: Mapping[str, Steer] = field(default_factory=dict)
+
+    def pending_steers(self) -> dict[str, Steer]:
+        """The steers waiting for the runner's acknowledgement (S2), in the order they came."""
+        return {sid: s for sid, s in self.steers.items() if s.status is SteerStatus.PENDING}
 
     def deadline(self) -> int:
         """The earliest instant at which the clock settles this turn."""
@@ -139,8 +145,13 @@ class Session:
 
     def deadline(self) -> int | None:
         """When the watchdog must next look at this session (None: nothing to expire): the active
-        turn's deadline or the earliest queued turn's expiry."""
+        turn's deadline, a pending steer's expiry (S2) or the earliest queued turn's expiry."""
+        return min(self.instants(), default=None)
+
+    def instants(self) -> list[int]:
+        """Every instant at which the clock changes this session, besides forgetting."""
         instants = [q.expires_at for q in self.queue]
         if self.active is not None:
             instants.append(self.active.deadline())
-        return min(instants, default=None)
+            instants.extend(s.expires_at for s in self.active.pending_steers().values())
+        return instants

@@ -8,6 +8,7 @@ from turngate.service.core.enums import (
     InteractionStatus,
     QueueAction,
     SettledBy,
+    SteerStatus,
     ToolCallStatus,
     TurnOutcome,
 )
@@ -34,6 +35,31 @@ class Interaction:
 
 
 @dataclass(frozen=True, slots=True)
+class SteerInput:
+    """What a steer carries to a runner: kept in the document only while it waits for one (a
+    pending steer's, or a queued turn's that a steer became: S6, S7)."""
+
+    steer_id: str
+    content: str
+    content_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Steer:
+    """A steer of the active turn (S1-S5). `input` is kept while PENDING only; `seq` is the
+    turn_steered event's, answered again to a repeated SteerTurn. `requeue_wait` > 0: unconsumed at
+    the turn's end, it joins the queue for that long (S6)."""
+
+    status: SteerStatus
+    sent_at: int
+    expires_at: int
+    seq: int
+    input: SteerInput | None = None
+    requeue_wait: int = 0
+    ended_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StopRequest:
     """An accepted Stop; kept whole so a repeated Stop returns the same answer. `queue` is what the
     queue does when the stopped turn ends (an INTERRUPT's stop is CONTINUE)."""
@@ -57,6 +83,7 @@ class QueuedTurn:
     lease_ttl: int
     traceparent: str = ""
     principal: str = ""
+    steer: SteerInput | None = None  # a turn a steer became (S6, S7): its input, for its runner
 
 
 @dataclass(frozen=True, slots=True)

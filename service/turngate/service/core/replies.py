@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from turngate.service.core.enums import Directive, ErrorReason, TurnOutcome, TurnPhase
+from turngate.service.core.enums import Directive, ErrorReason, SteerStatus, TurnOutcome, TurnPhase
 from turngate.service.core.records import Interaction, QueuedTurn, SettledTurn, ToolCall
 
 
@@ -142,9 +142,57 @@ class QueueCleared:
     kind: Literal["queue_cleared"] = "queue_cleared"
 
 
+@dataclass(frozen=True, slots=True)
+class Steered:
+    """SteerTurn: the steer reached turn_id, as the event at `seq` (S1)."""
+
+    turn_id: str
+    steer_id: str
+    seq: int
+    replayed: bool = False
+    kind: Literal["steered"] = "steered"
+
+
+@dataclass(frozen=True, slots=True)
+class SteerMismatch:
+    """SteerTurn: the turn it names is not running, and nothing changed (S1). `reason` is
+    ACTIVE_TURN_MISMATCH when another turn holds the session, TURN_NOT_ACTIVE otherwise (the named
+    turn is stopping, queued, ended or unknown); `expected_outcome` is how it ended, if it did."""
+
+    expected_turn_id: str
+    reason: ErrorReason
+    current_turn_id: str = ""
+    current_phase: TurnPhase | None = None
+    expected_phase: TurnPhase | None = None
+    expected_outcome: TurnOutcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SteerQueued:
+    """SteerTurn with the ENQUEUE fallback: the steer became the queued turn `turn` (S7), at
+    1-based `position` of a queue `depth` long; `admitted` when the session was idle and it runs."""
+
+    turn: QueuedTurn
+    position: int
+    depth: int
+    admitted: bool
+    replayed: bool = False
+    kind: Literal["steer_queued"] = "steer_queued"
+
+
+@dataclass(frozen=True, slots=True)
+class SteerAcknowledged:
+    """AcknowledgeSteer: the steer's end; `recorded` False when it had ended already (S2)."""
+
+    steer_id: str
+    status: SteerStatus
+    recorded: bool
+
+
+SteerReply = Steered | SteerMismatch | SteerQueued
 CancelReply = Cancelled | Mismatch | Idle
 # The answers remembered by request id (CancelTurn, ResolveInteraction, ResumeQueue, ClearQueue).
-RememberedReply = CancelReply | InteractionReply | Resumed | QueueCleared
+RememberedReply = CancelReply | InteractionReply | Resumed | QueueCleared | Steered | SteerQueued
 Reply = (
     Refusal
     | Admitted
@@ -158,4 +206,6 @@ Reply = (
     | Retired
     | Resumed
     | QueueCleared
+    | SteerReply
+    | SteerAcknowledged
 )
