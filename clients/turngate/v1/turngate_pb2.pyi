@@ -283,6 +283,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     where the request has one): it answers what the first one did. Not a refusal: an UNAVAILABLE
     without this reason changed nothing.
     """
+    ERROR_REASON_STEER_NOT_FOUND: _ErrorReason.ValueType  # 14
+    """AcknowledgeSteer named no steer of the turn (docs/design.md §9, S2)."""
+    ERROR_REASON_QUEUE_VERSION_MISMATCH: _ErrorReason.ValueType  # 15
+    """MoveQueuedTurn's expected_queue_version is not the queue's: read it again (Q8). ABORTED."""
+    ERROR_REASON_TURN_NOT_QUEUED: _ErrorReason.ValueType  # 16
+    """MoveQueuedTurn named a turn that is not in the queue (Q8)."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Machine-readable refusal reasons (`ErrorInfo.reason` is the name without `ERROR_REASON_`)."""
@@ -327,6 +333,12 @@ never came: it may have taken effect, or not. Send the same request again (the s
 where the request has one): it answers what the first one did. Not a refusal: an UNAVAILABLE
 without this reason changed nothing.
 """
+ERROR_REASON_STEER_NOT_FOUND: ErrorReason.ValueType  # 14
+"""AcknowledgeSteer named no steer of the turn (docs/design.md §9, S2)."""
+ERROR_REASON_QUEUE_VERSION_MISMATCH: ErrorReason.ValueType  # 15
+"""MoveQueuedTurn's expected_queue_version is not the queue's: read it again (Q8). ABORTED."""
+ERROR_REASON_TURN_NOT_QUEUED: ErrorReason.ValueType  # 16
+"""MoveQueuedTurn named a turn that is not in the queue (Q8)."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 class _AdmissionMode:
@@ -392,6 +404,68 @@ QUEUE_ACTION_CONTINUE: QueueAction.ValueType  # 2
 QUEUE_ACTION_CLEAR: QueueAction.ValueType  # 3
 """Every queued turn is cancelled now, in the Stop's own write."""
 Global___QueueAction: _TypeAlias = QueueAction  # noqa: Y015
+
+class _SteerStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SteerStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SteerStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    STEER_STATUS_UNSPECIFIED: _SteerStatus.ValueType  # 0
+    """Not set."""
+    STEER_STATUS_PENDING: _SteerStatus.ValueType  # 1
+    """Sent to the running turn; its runner has not answered yet."""
+    STEER_STATUS_CONSUMED: _SteerStatus.ValueType  # 2
+    """The runner took it into the turn."""
+    STEER_STATUS_DECLINED: _SteerStatus.ValueType  # 3
+    """The runner chose not to take it."""
+    STEER_STATUS_UNCONSUMED: _SteerStatus.ValueType  # 4
+    """The turn ended before its runner answered (requeued as a turn when the sender asked: S6)."""
+    STEER_STATUS_EXPIRED: _SteerStatus.ValueType  # 5
+    """The runner did not answer within the steer wait (TURNGATE_STEER_WAIT)."""
+
+class SteerStatus(_SteerStatus, metaclass=_SteerStatusEnumTypeWrapper):
+    """A turn waiting in a session's queue.
+    Where a steer is (docs/design.md §9): PENDING until its one end (S2).
+    """
+
+STEER_STATUS_UNSPECIFIED: SteerStatus.ValueType  # 0
+"""Not set."""
+STEER_STATUS_PENDING: SteerStatus.ValueType  # 1
+"""Sent to the running turn; its runner has not answered yet."""
+STEER_STATUS_CONSUMED: SteerStatus.ValueType  # 2
+"""The runner took it into the turn."""
+STEER_STATUS_DECLINED: SteerStatus.ValueType  # 3
+"""The runner chose not to take it."""
+STEER_STATUS_UNCONSUMED: SteerStatus.ValueType  # 4
+"""The turn ended before its runner answered (requeued as a turn when the sender asked: S6)."""
+STEER_STATUS_EXPIRED: SteerStatus.ValueType  # 5
+"""The runner did not answer within the steer wait (TURNGATE_STEER_WAIT)."""
+Global___SteerStatus: _TypeAlias = SteerStatus  # noqa: Y015
+
+class _SteerFallback:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SteerFallbackEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SteerFallback.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    STEER_FALLBACK_UNSPECIFIED: _SteerFallback.ValueType  # 0
+    """REJECT."""
+    STEER_FALLBACK_REJECT: _SteerFallback.ValueType  # 1
+    """Answer `mismatch` and change nothing."""
+    STEER_FALLBACK_ENQUEUE: _SteerFallback.ValueType  # 2
+    """Queue the content as a turn of its own (turn id = steer_id) for the same runner."""
+
+class SteerFallback(_SteerFallback, metaclass=_SteerFallbackEnumTypeWrapper):
+    """What a steer does when the turn it names is not running (S1, S7)."""
+
+STEER_FALLBACK_UNSPECIFIED: SteerFallback.ValueType  # 0
+"""REJECT."""
+STEER_FALLBACK_REJECT: SteerFallback.ValueType  # 1
+"""Answer `mismatch` and change nothing."""
+STEER_FALLBACK_ENQUEUE: SteerFallback.ValueType  # 2
+"""Queue the content as a turn of its own (turn id = steer_id) for the same runner."""
+Global___SteerFallback: _TypeAlias = SteerFallback  # noqa: Y015
 
 class _SessionTokenScope:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -474,6 +548,86 @@ class TurnLease(_message.Message):
 Global___TurnLease: _TypeAlias = TurnLease  # noqa: Y015
 
 @_typing.final
+class SteerInput(_message.Message):
+    """What a steer carries to its runner."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEER_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    steer_id: _builtins.str
+    """The steer, and the turn it became when it became one."""
+    content: _builtins.str
+    """Its content (UTF-8 text)."""
+    content_type: _builtins.str
+    """What kind of content: text/plain when empty at the request."""
+    def __init__(
+        self,
+        *,
+        steer_id: _builtins.str = ...,
+        content: _builtins.str = ...,
+        content_type: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "content_type", b"content_type", "steer_id", b"steer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SteerInput: _TypeAlias = SteerInput  # noqa: Y015
+
+@_typing.final
+class SteerRecord(_message.Message):
+    """A steer of a turn, as GetTurn lists them."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEER_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    SENT_AT_FIELD_NUMBER: _builtins.int
+    ENDED_AT_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    REQUEUED_FIELD_NUMBER: _builtins.int
+    steer_id: _builtins.str
+    """The steer."""
+    status: Global___SteerStatus.ValueType
+    """Where it is: PENDING, or its one end."""
+    content: _builtins.str
+    """Its content (history keeps it; GetTurn answers it)."""
+    content_type: _builtins.str
+    """Its content type."""
+    requeued: _builtins.bool
+    """With UNCONSUMED: true when it joined the queue as a turn of its own (S6)."""
+    @_builtins.property
+    def sent_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was accepted."""
+
+    @_builtins.property
+    def ended_at(self) -> _timestamp_pb2.Timestamp:
+        """When it ended (unset while PENDING)."""
+
+    def __init__(
+        self,
+        *,
+        steer_id: _builtins.str = ...,
+        status: Global___SteerStatus.ValueType = ...,
+        sent_at: _timestamp_pb2.Timestamp | None = ...,
+        ended_at: _timestamp_pb2.Timestamp | None = ...,
+        content: _builtins.str = ...,
+        content_type: _builtins.str = ...,
+        requeued: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ended_at", b"ended_at", "sent_at", b"sent_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "content_type", b"content_type", "ended_at", b"ended_at", "requeued", b"requeued", "sent_at", b"sent_at", "status", b"status", "steer_id", b"steer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SteerRecord: _TypeAlias = SteerRecord  # noqa: Y015
+
+@_typing.final
 class QueuedTurn(_message.Message):
     """A turn waiting in a session's queue."""
 
@@ -484,6 +638,7 @@ class QueuedTurn(_message.Message):
     POSITION_FIELD_NUMBER: _builtins.int
     QUEUED_AT_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    STEER_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """The turn, as named at AdmitTurn."""
     runner_id: _builtins.str
@@ -498,6 +653,10 @@ class QueuedTurn(_message.Message):
     def expires_at(self) -> _timestamp_pb2.Timestamp:
         """When it leaves the queue EXPIRED unless admitted before."""
 
+    @_builtins.property
+    def steer(self) -> Global___SteerInput:
+        """A turn a steer became (S6, S7): the content its runner is to run."""
+
     def __init__(
         self,
         *,
@@ -506,10 +665,11 @@ class QueuedTurn(_message.Message):
         position: _builtins.int = ...,
         queued_at: _timestamp_pb2.Timestamp | None = ...,
         expires_at: _timestamp_pb2.Timestamp | None = ...,
+        steer: Global___SteerInput | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "queued_at", b"queued_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "queued_at", b"queued_at", "steer", b"steer"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "position", b"position", "queued_at", b"queued_at", "runner_id", b"runner_id", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "position", b"position", "queued_at", b"queued_at", "runner_id", b"runner_id", "steer", b"steer", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -993,6 +1153,8 @@ class TurnRecord(_message.Message):
     QUEUED_AT_FIELD_NUMBER: _builtins.int
     WAITED_FIELD_NUMBER: _builtins.int
     TRACE_ID_FIELD_NUMBER: _builtins.int
+    STEERS_FIELD_NUMBER: _builtins.int
+    PENDING_STEER_IDS_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """The turn's id."""
     runner_id: _builtins.str
@@ -1048,6 +1210,14 @@ class TurnRecord(_message.Message):
     def waited(self) -> _duration_pb2.Duration:
         """For a turn that waited in the queue: how long, until it was admitted or left the queue."""
 
+    @_builtins.property
+    def steers(self) -> _containers.RepeatedCompositeFieldContainer[Global___SteerRecord]:
+        """Its steers, in the order they came (GetTurn only, like tool calls)."""
+
+    @_builtins.property
+    def pending_steer_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """While active: the steers its runner has not answered yet."""
+
     def __init__(
         self,
         *,
@@ -1069,10 +1239,12 @@ class TurnRecord(_message.Message):
         queued_at: _timestamp_pb2.Timestamp | None = ...,
         waited: _duration_pb2.Duration | None = ...,
         trace_id: _builtins.str = ...,
+        steers: _abc.Iterable[Global___SteerRecord] | None = ...,
+        pending_steer_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "lease_expires_at", b"lease_expires_at", "queued_at", b"queued_at", "settled_at", b"settled_at", "stop_deadline", b"stop_deadline", "waited", b"waited"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "error", b"error", "generation", b"generation", "interactions", b"interactions", "lease_expires_at", b"lease_expires_at", "outcome", b"outcome", "phase", b"phase", "queued_at", b"queued_at", "runner_id", b"runner_id", "settled_at", b"settled_at", "settled_by", b"settled_by", "stop_deadline", b"stop_deadline", "stop_reason", b"stop_reason", "stop_requested", b"stop_requested", "tool_calls", b"tool_calls", "trace_id", b"trace_id", "turn_id", b"turn_id", "waited", b"waited"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted_at", b"admitted_at", "error", b"error", "generation", b"generation", "interactions", b"interactions", "lease_expires_at", b"lease_expires_at", "outcome", b"outcome", "pending_steer_ids", b"pending_steer_ids", "phase", b"phase", "queued_at", b"queued_at", "runner_id", b"runner_id", "settled_at", b"settled_at", "settled_by", b"settled_by", "steers", b"steers", "stop_deadline", b"stop_deadline", "stop_reason", b"stop_reason", "stop_requested", b"stop_requested", "tool_calls", b"tool_calls", "trace_id", b"trace_id", "turn_id", b"turn_id", "waited", b"waited"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1694,6 +1866,9 @@ class SessionEvent(_message.Message):
     TURN_DEQUEUED_FIELD_NUMBER: _builtins.int
     QUEUE_PAUSED_FIELD_NUMBER: _builtins.int
     QUEUE_RESUMED_FIELD_NUMBER: _builtins.int
+    TURN_STEERED_FIELD_NUMBER: _builtins.int
+    STEER_ENDED_FIELD_NUMBER: _builtins.int
+    QUEUE_REORDERED_FIELD_NUMBER: _builtins.int
     EPOCH_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Position in the log: 1, 2, 3… A snapshot's seq is the head it reflects."""
@@ -1750,6 +1925,18 @@ class SessionEvent(_message.Message):
     def queue_resumed(self) -> Global___QueueResumed:
         """ResumeQueue un-paused the queue."""
 
+    @_builtins.property
+    def turn_steered(self) -> Global___TurnSteered:
+        """A steer reached the running turn."""
+
+    @_builtins.property
+    def steer_ended(self) -> Global___SteerEnded:
+        """A steer ended: consumed, declined, unconsumed or expired."""
+
+    @_builtins.property
+    def queue_reordered(self) -> Global___QueueReordered:
+        """MoveQueuedTurn changed the queue's order."""
+
     def __init__(
         self,
         *,
@@ -1766,13 +1953,16 @@ class SessionEvent(_message.Message):
         turn_dequeued: Global___TurnDequeued | None = ...,
         queue_paused: Global___QueuePaused | None = ...,
         queue_resumed: Global___QueueResumed | None = ...,
+        turn_steered: Global___TurnSteered | None = ...,
+        steer_ended: Global___SteerEnded | None = ...,
+        queue_reordered: Global___QueueReordered | None = ...,
         epoch: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["interaction", b"interaction", "kind", b"kind", "queue_paused", b"queue_paused", "queue_resumed", b"queue_resumed", "session", b"session", "snapshot", b"snapshot", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_dequeued", b"turn_dequeued", "turn_queued", b"turn_queued", "turn_settled", b"turn_settled"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["interaction", b"interaction", "kind", b"kind", "queue_paused", b"queue_paused", "queue_reordered", b"queue_reordered", "queue_resumed", b"queue_resumed", "session", b"session", "snapshot", b"snapshot", "steer_ended", b"steer_ended", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_dequeued", b"turn_dequeued", "turn_queued", b"turn_queued", "turn_settled", b"turn_settled", "turn_steered", b"turn_steered"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "interaction", b"interaction", "kind", b"kind", "queue_paused", b"queue_paused", "queue_resumed", b"queue_resumed", "seq", b"seq", "session", b"session", "snapshot", b"snapshot", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_dequeued", b"turn_dequeued", "turn_queued", b"turn_queued", "turn_settled", b"turn_settled"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "interaction", b"interaction", "kind", b"kind", "queue_paused", b"queue_paused", "queue_reordered", b"queue_reordered", "queue_resumed", b"queue_resumed", "seq", b"seq", "session", b"session", "snapshot", b"snapshot", "steer_ended", b"steer_ended", "stop_requested", b"stop_requested", "time", b"time", "tool_call", b"tool_call", "turn_admitted", b"turn_admitted", "turn_dequeued", b"turn_dequeued", "turn_queued", b"turn_queued", "turn_settled", b"turn_settled", "turn_steered", b"turn_steered"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["snapshot", "turn_admitted", "stop_requested", "tool_call", "interaction", "turn_settled", "turn_queued", "turn_dequeued", "queue_paused", "queue_resumed"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["snapshot", "turn_admitted", "stop_requested", "tool_call", "interaction", "turn_settled", "turn_queued", "turn_dequeued", "queue_paused", "queue_resumed", "turn_steered", "steer_ended", "queue_reordered"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -1795,6 +1985,7 @@ class SessionSnapshot(_message.Message):
     QUEUE_PAUSED_FIELD_NUMBER: _builtins.int
     QUEUE_PAUSED_BY_FIELD_NUMBER: _builtins.int
     QUEUE_PAUSE_FIELD_NUMBER: _builtins.int
+    QUEUE_VERSION_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """The last event reflected (0 for a session that never had one)."""
     phase: Global___SessionPhase.ValueType
@@ -1810,6 +2001,8 @@ class SessionSnapshot(_message.Message):
     """True when the queue waits for ResumeQueue (a turn's end paused it)."""
     queue_paused_by: _builtins.str
     """The turn whose end paused the queue."""
+    queue_version: _builtins.int
+    """How many writes have changed the queue: MoveQueuedTurn's guard (Q8)."""
     @_builtins.property
     def session(self) -> Global___SessionRef:
         """The session."""
@@ -1844,10 +2037,11 @@ class SessionSnapshot(_message.Message):
         queue_paused: _builtins.bool = ...,
         queue_paused_by: _builtins.str = ...,
         queue_pause: Global___QueuePaused | None = ...,
+        queue_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "last_settled", b"last_settled", "queue_pause", b"queue_pause", "session", b"session"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "epoch", b"epoch", "last_settled", b"last_settled", "phase", b"phase", "queue", b"queue", "queue_pause", b"queue_pause", "queue_paused", b"queue_paused", "queue_paused_by", b"queue_paused_by", "resync", b"resync", "seq", b"seq", "session", b"session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "epoch", b"epoch", "last_settled", b"last_settled", "phase", b"phase", "queue", b"queue", "queue_pause", b"queue_pause", "queue_paused", b"queue_paused", "queue_paused_by", b"queue_paused_by", "queue_version", b"queue_version", "resync", b"resync", "seq", b"seq", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1862,6 +2056,7 @@ class TurnAdmitted(_message.Message):
     TURN_FIELD_NUMBER: _builtins.int
     FROM_QUEUE_FIELD_NUMBER: _builtins.int
     WAITED_FIELD_NUMBER: _builtins.int
+    STEER_FIELD_NUMBER: _builtins.int
     from_queue: _builtins.bool
     """True when it was promoted from the session's queue (its runner learns its lease by sending
     the same AdmitTurn again).
@@ -1874,16 +2069,21 @@ class TurnAdmitted(_message.Message):
     def waited(self) -> _duration_pb2.Duration:
         """With from_queue: how long it waited."""
 
+    @_builtins.property
+    def steer(self) -> Global___SteerInput:
+        """A turn a steer became (S6, S7): the content its runner is to run."""
+
     def __init__(
         self,
         *,
         turn: Global___TurnRecord | None = ...,
         from_queue: _builtins.bool = ...,
         waited: _duration_pb2.Duration | None = ...,
+        steer: Global___SteerInput | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn", "waited", b"waited"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["steer", b"steer", "turn", b"turn", "waited", b"waited"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_queue", b"from_queue", "turn", b"turn", "waited", b"waited"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_queue", b"from_queue", "steer", b"steer", "turn", b"turn", "waited", b"waited"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2139,6 +2339,7 @@ class TurnSettled(_message.Message):
     INTERRUPTED_TOOL_CALL_IDS_FIELD_NUMBER: _builtins.int
     CANCELLED_INTERACTION_IDS_FIELD_NUMBER: _builtins.int
     TRACE_ID_FIELD_NUMBER: _builtins.int
+    UNCONSUMED_STEER_IDS_FIELD_NUMBER: _builtins.int
     trace_id: _builtins.str
     """The W3C trace id of the admitting request (32 hex digits), when it carried one."""
     @_builtins.property
@@ -2153,6 +2354,10 @@ class TurnSettled(_message.Message):
     def cancelled_interaction_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Interactions still pending at settlement, now CANCELLED."""
 
+    @_builtins.property
+    def unconsumed_steer_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Steers still pending at settlement, now UNCONSUMED (S2)."""
+
     def __init__(
         self,
         *,
@@ -2160,10 +2365,11 @@ class TurnSettled(_message.Message):
         interrupted_tool_call_ids: _abc.Iterable[_builtins.str] | None = ...,
         cancelled_interaction_ids: _abc.Iterable[_builtins.str] | None = ...,
         trace_id: _builtins.str = ...,
+        unconsumed_steer_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled_interaction_ids", b"cancelled_interaction_ids", "interrupted_tool_call_ids", b"interrupted_tool_call_ids", "trace_id", b"trace_id", "turn", b"turn"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled_interaction_ids", b"cancelled_interaction_ids", "interrupted_tool_call_ids", b"interrupted_tool_call_ids", "trace_id", b"trace_id", "turn", b"turn", "unconsumed_steer_ids", b"unconsumed_steer_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2386,3 +2592,441 @@ class ListActiveSessionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListActiveSessionsResponse: _TypeAlias = ListActiveSessionsResponse  # noqa: Y015
+
+@_typing.final
+class SteerTurnRequest(_message.Message):
+    """Input for the running turn (docs/design.md §9)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    EXPECTED_TURN_ID_FIELD_NUMBER: _builtins.int
+    STEER_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    FALLBACK_FIELD_NUMBER: _builtins.int
+    REQUEUE_UNCONSUMED_FIELD_NUMBER: _builtins.int
+    expected_turn_id: _builtins.str
+    """Required: the turn the sender means; the steer reaches it only while it is RUNNING (S1)."""
+    steer_id: _builtins.str
+    """Required; identifier syntax. Names the steer, and the turn it becomes (S6, S7)."""
+    content: _builtins.str
+    """The input: UTF-8 text, at most TURNGATE_MAX_STEER_BYTES (4 KiB by default)."""
+    content_type: _builtins.str
+    """What kind of content (at most 128 bytes); text/plain when empty."""
+    request_id: _builtins.str
+    """Optional; identifier syntax. A retry with the same id (without one: the same steer_id)
+    answers the first call (S3).
+    """
+    fallback: Global___SteerFallback.ValueType
+    """What happens when expected_turn_id is not running: REJECT (unset) or ENQUEUE (S7)."""
+    requeue_unconsumed: _builtins.bool
+    """Unconsumed when its turn ends: join the queue as a turn of its own (S6)."""
+    @_builtins.property
+    def session(self) -> Global___SessionRef:
+        """Required."""
+
+    def __init__(
+        self,
+        *,
+        session: Global___SessionRef | None = ...,
+        expected_turn_id: _builtins.str = ...,
+        steer_id: _builtins.str = ...,
+        content: _builtins.str = ...,
+        content_type: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        fallback: Global___SteerFallback.ValueType = ...,
+        requeue_unconsumed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "content_type", b"content_type", "expected_turn_id", b"expected_turn_id", "fallback", b"fallback", "request_id", b"request_id", "requeue_unconsumed", b"requeue_unconsumed", "session", b"session", "steer_id", b"steer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SteerTurnRequest: _TypeAlias = SteerTurnRequest  # noqa: Y015
+
+@_typing.final
+class SteerTurnResponse(_message.Message):
+    """What became of a steer: exactly one outcome."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class Steered(_message.Message):
+        """The steer reached the running turn."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TURN_ID_FIELD_NUMBER: _builtins.int
+        STEER_ID_FIELD_NUMBER: _builtins.int
+        SEQ_FIELD_NUMBER: _builtins.int
+        REPLAYED_FIELD_NUMBER: _builtins.int
+        turn_id: _builtins.str
+        """The turn."""
+        steer_id: _builtins.str
+        """The steer."""
+        seq: _builtins.int
+        """The seq of its turn_steered event."""
+        replayed: _builtins.bool
+        """True when an earlier call sent it (S3)."""
+        def __init__(
+            self,
+            *,
+            turn_id: _builtins.str = ...,
+            steer_id: _builtins.str = ...,
+            seq: _builtins.int = ...,
+            replayed: _builtins.bool = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["replayed", b"replayed", "seq", b"seq", "steer_id", b"steer_id", "turn_id", b"turn_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class Mismatch(_message.Message):
+        """The turn named is not running: nothing changed (S1)."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        EXPECTED_TURN_ID_FIELD_NUMBER: _builtins.int
+        REASON_FIELD_NUMBER: _builtins.int
+        CURRENT_TURN_ID_FIELD_NUMBER: _builtins.int
+        CURRENT_PHASE_FIELD_NUMBER: _builtins.int
+        EXPECTED_PHASE_FIELD_NUMBER: _builtins.int
+        EXPECTED_OUTCOME_FIELD_NUMBER: _builtins.int
+        expected_turn_id: _builtins.str
+        """The turn the request named."""
+        reason: Global___ErrorReason.ValueType
+        """ACTIVE_TURN_MISMATCH (another turn holds the session) or TURN_NOT_ACTIVE."""
+        current_turn_id: _builtins.str
+        """The turn that holds the session, if any."""
+        current_phase: Global___TurnPhase.ValueType
+        """Its phase."""
+        expected_phase: Global___TurnPhase.ValueType
+        """Where the named turn is: STOPPING, QUEUED, SETTLED, or unset for one never seen."""
+        expected_outcome: Global___TurnOutcome.ValueType
+        """How the named turn ended, if it did."""
+        def __init__(
+            self,
+            *,
+            expected_turn_id: _builtins.str = ...,
+            reason: Global___ErrorReason.ValueType = ...,
+            current_turn_id: _builtins.str = ...,
+            current_phase: Global___TurnPhase.ValueType = ...,
+            expected_phase: Global___TurnPhase.ValueType = ...,
+            expected_outcome: Global___TurnOutcome.ValueType = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["current_phase", b"current_phase", "current_turn_id", b"current_turn_id", "expected_outcome", b"expected_outcome", "expected_phase", b"expected_phase", "expected_turn_id", b"expected_turn_id", "reason", b"reason"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class Queued(_message.Message):
+        """The ENQUEUE fallback made the steer a turn of its own (S7)."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        TURN_FIELD_NUMBER: _builtins.int
+        POSITION_FIELD_NUMBER: _builtins.int
+        QUEUE_DEPTH_FIELD_NUMBER: _builtins.int
+        ADMITTED_FIELD_NUMBER: _builtins.int
+        REPLAYED_FIELD_NUMBER: _builtins.int
+        position: _builtins.int
+        """Its 1-based place; 0 when admitted."""
+        queue_depth: _builtins.int
+        """The queue's length after it."""
+        admitted: _builtins.bool
+        """True when the session was idle and the turn was admitted at once."""
+        replayed: _builtins.bool
+        """True when an earlier call queued it (S3)."""
+        @_builtins.property
+        def turn(self) -> Global___QueuedTurn:
+            """The queued turn (turn id = steer_id)."""
+
+        def __init__(
+            self,
+            *,
+            turn: Global___QueuedTurn | None = ...,
+            position: _builtins.int = ...,
+            queue_depth: _builtins.int = ...,
+            admitted: _builtins.bool = ...,
+            replayed: _builtins.bool = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted", b"admitted", "position", b"position", "queue_depth", b"queue_depth", "replayed", b"replayed", "turn", b"turn"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    STEERED_FIELD_NUMBER: _builtins.int
+    MISMATCH_FIELD_NUMBER: _builtins.int
+    QUEUED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def steered(self) -> Global___SteerTurnResponse.Steered:
+        """Reached the turn."""
+
+    @_builtins.property
+    def mismatch(self) -> Global___SteerTurnResponse.Mismatch:
+        """Not running."""
+
+    @_builtins.property
+    def queued(self) -> Global___SteerTurnResponse.Queued:
+        """Queued by the fallback."""
+
+    def __init__(
+        self,
+        *,
+        steered: Global___SteerTurnResponse.Steered | None = ...,
+        mismatch: Global___SteerTurnResponse.Mismatch | None = ...,
+        queued: Global___SteerTurnResponse.Queued | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["mismatch", b"mismatch", "outcome", b"outcome", "queued", b"queued", "steered", b"steered"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mismatch", b"mismatch", "outcome", b"outcome", "queued", b"queued", "steered", b"steered"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_outcome: _TypeAlias = _typing.Literal["steered", "mismatch", "queued"]  # noqa: Y015
+    _WhichOneofArgType_outcome: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_outcome) -> _WhichOneofReturnType_outcome | None: ...
+
+Global___SteerTurnResponse: _TypeAlias = SteerTurnResponse  # noqa: Y015
+
+@_typing.final
+class AcknowledgeSteerRequest(_message.Message):
+    """The runner's word on a steer (S2)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEASE_FIELD_NUMBER: _builtins.int
+    STEER_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    steer_id: _builtins.str
+    """Required; identifier syntax."""
+    status: Global___SteerStatus.ValueType
+    """Required: CONSUMED or DECLINED."""
+    @_builtins.property
+    def lease(self) -> Global___TurnLease:
+        """Required: the runner's lease."""
+
+    def __init__(
+        self,
+        *,
+        lease: Global___TurnLease | None = ...,
+        steer_id: _builtins.str = ...,
+        status: Global___SteerStatus.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["lease", b"lease"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease", b"lease", "status", b"status", "steer_id", b"steer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcknowledgeSteerRequest: _TypeAlias = AcknowledgeSteerRequest  # noqa: Y015
+
+@_typing.final
+class AcknowledgeSteerResponse(_message.Message):
+    """The steer's end."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEER_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    RECORDED_FIELD_NUMBER: _builtins.int
+    steer_id: _builtins.str
+    """The steer."""
+    status: Global___SteerStatus.ValueType
+    """Its one end (the recorded one when recorded is false)."""
+    recorded: _builtins.bool
+    """False when it had ended already: status is how."""
+    def __init__(
+        self,
+        *,
+        steer_id: _builtins.str = ...,
+        status: Global___SteerStatus.ValueType = ...,
+        recorded: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["recorded", b"recorded", "status", b"status", "steer_id", b"steer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcknowledgeSteerResponse: _TypeAlias = AcknowledgeSteerResponse  # noqa: Y015
+
+@_typing.final
+class MoveQueuedTurnRequest(_message.Message):
+    """Moves a queued turn (Q8)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    AFTER_TURN_ID_FIELD_NUMBER: _builtins.int
+    EXPECTED_QUEUE_VERSION_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    """Required; identifier syntax: the queued turn to move."""
+    after_turn_id: _builtins.str
+    """Empty: to the head. Otherwise right after this queued turn."""
+    expected_queue_version: _builtins.int
+    """Optional: refused QUEUE_VERSION_MISMATCH unless the queue is still at this version."""
+    request_id: _builtins.str
+    """Optional; identifier syntax: a retry with the same id answers the first move."""
+    @_builtins.property
+    def session(self) -> Global___SessionRef:
+        """Required."""
+
+    def __init__(
+        self,
+        *,
+        session: Global___SessionRef | None = ...,
+        turn_id: _builtins.str = ...,
+        after_turn_id: _builtins.str = ...,
+        expected_queue_version: _builtins.int | None = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_queue_version", b"_expected_queue_version", "expected_queue_version", b"expected_queue_version", "session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_queue_version", b"_expected_queue_version", "after_turn_id", b"after_turn_id", "expected_queue_version", b"expected_queue_version", "request_id", b"request_id", "session", b"session", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_queue_version: _TypeAlias = _typing.Literal["expected_queue_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_queue_version: _TypeAlias = _typing.Literal["_expected_queue_version", b"_expected_queue_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_queue_version) -> _WhichOneofReturnType__expected_queue_version | None: ...
+
+Global___MoveQueuedTurnRequest: _TypeAlias = MoveQueuedTurnRequest  # noqa: Y015
+
+@_typing.final
+class MoveQueuedTurnResponse(_message.Message):
+    """The queue after the move."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    QUEUE_VERSION_FIELD_NUMBER: _builtins.int
+    queue_version: _builtins.int
+    """Its version."""
+    @_builtins.property
+    def queue(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueuedTurn]:
+        """Head first."""
+
+    def __init__(
+        self,
+        *,
+        queue: _abc.Iterable[Global___QueuedTurn] | None = ...,
+        queue_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue", "queue_version", b"queue_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveQueuedTurnResponse: _TypeAlias = MoveQueuedTurnResponse  # noqa: Y015
+
+@_typing.final
+class TurnSteered(_message.Message):
+    """A steer reached the running turn: its runner folds it in and acknowledges it (S5)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    STEER_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    """The turn."""
+    generation: _builtins.int
+    """Its fencing token."""
+    @_builtins.property
+    def steer(self) -> Global___SteerInput:
+        """The steer and its content."""
+
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When it expires unless acknowledged."""
+
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        steer: Global___SteerInput | None = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "steer", b"steer"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "generation", b"generation", "steer", b"steer", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnSteered: _TypeAlias = TurnSteered  # noqa: Y015
+
+@_typing.final
+class SteerEnded(_message.Message):
+    """A steer's one end (S2)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    STEER_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    REQUEUED_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    """The turn."""
+    generation: _builtins.int
+    """Its fencing token."""
+    steer_id: _builtins.str
+    """The steer."""
+    status: Global___SteerStatus.ValueType
+    """CONSUMED, DECLINED, UNCONSUMED or EXPIRED."""
+    requeued: _builtins.bool
+    """With UNCONSUMED: it joined the queue as a turn of its own (S6)."""
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        steer_id: _builtins.str = ...,
+        status: Global___SteerStatus.ValueType = ...,
+        requeued: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "requeued", b"requeued", "status", b"status", "steer_id", b"steer_id", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SteerEnded: _TypeAlias = SteerEnded  # noqa: Y015
+
+@_typing.final
+class QueueReordered(_message.Message):
+    """MoveQueuedTurn changed the queue's order (Q8)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_IDS_FIELD_NUMBER: _builtins.int
+    MOVED_TURN_ID_FIELD_NUMBER: _builtins.int
+    moved_turn_id: _builtins.str
+    """The turn that moved."""
+    @_builtins.property
+    def turn_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The queued turns, head first."""
+
+    def __init__(
+        self,
+        *,
+        turn_ids: _abc.Iterable[_builtins.str] | None = ...,
+        moved_turn_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["moved_turn_id", b"moved_turn_id", "turn_ids", b"turn_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueReordered: _TypeAlias = QueueReordered  # noqa: Y015

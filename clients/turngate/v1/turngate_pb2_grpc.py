@@ -60,6 +60,11 @@ class AdmissionServiceStub:
                 request_serializer=turngate_dot_v1_dot_turngate__pb2.CompleteTurnRequest.SerializeToString,
                 response_deserializer=turngate_dot_v1_dot_turngate__pb2.CompleteTurnResponse.FromString,
                 _registered_method=True)
+        self.AcknowledgeSteer = channel.unary_unary(
+                '/turngate.v1.AdmissionService/AcknowledgeSteer',
+                request_serializer=turngate_dot_v1_dot_turngate__pb2.AcknowledgeSteerRequest.SerializeToString,
+                response_deserializer=turngate_dot_v1_dot_turngate__pb2.AcknowledgeSteerResponse.FromString,
+                _registered_method=True)
 
 
 class AdmissionServiceServicer:
@@ -104,6 +109,13 @@ class AdmissionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcknowledgeSteer(self, request, context):
+        """The runner's word on a steer of its turn: CONSUMED or DECLINED (docs/design.md §9, S2).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdmissionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -131,6 +143,11 @@ def add_AdmissionServiceServicer_to_server(servicer, server):
                     servicer.CompleteTurn,
                     request_deserializer=turngate_dot_v1_dot_turngate__pb2.CompleteTurnRequest.FromString,
                     response_serializer=turngate_dot_v1_dot_turngate__pb2.CompleteTurnResponse.SerializeToString,
+            ),
+            'AcknowledgeSteer': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeSteer,
+                    request_deserializer=turngate_dot_v1_dot_turngate__pb2.AcknowledgeSteerRequest.FromString,
+                    response_serializer=turngate_dot_v1_dot_turngate__pb2.AcknowledgeSteerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -279,6 +296,33 @@ class AdmissionService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def AcknowledgeSteer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turngate.v1.AdmissionService/AcknowledgeSteer',
+            turngate_dot_v1_dot_turngate__pb2.AcknowledgeSteerRequest.SerializeToString,
+            turngate_dot_v1_dot_turngate__pb2.AcknowledgeSteerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class ControlServiceStub:
     """Gateways: forward a user's Stop and answers to interactions.
@@ -314,6 +358,16 @@ class ControlServiceStub:
                 '/turngate.v1.ControlService/MintSessionToken',
                 request_serializer=turngate_dot_v1_dot_turngate__pb2.MintSessionTokenRequest.SerializeToString,
                 response_deserializer=turngate_dot_v1_dot_turngate__pb2.MintSessionTokenResponse.FromString,
+                _registered_method=True)
+        self.SteerTurn = channel.unary_unary(
+                '/turngate.v1.ControlService/SteerTurn',
+                request_serializer=turngate_dot_v1_dot_turngate__pb2.SteerTurnRequest.SerializeToString,
+                response_deserializer=turngate_dot_v1_dot_turngate__pb2.SteerTurnResponse.FromString,
+                _registered_method=True)
+        self.MoveQueuedTurn = channel.unary_unary(
+                '/turngate.v1.ControlService/MoveQueuedTurn',
+                request_serializer=turngate_dot_v1_dot_turngate__pb2.MoveQueuedTurnRequest.SerializeToString,
+                response_deserializer=turngate_dot_v1_dot_turngate__pb2.MoveQueuedTurnResponse.FromString,
                 _registered_method=True)
 
 
@@ -360,6 +414,20 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SteerTurn(self, request, context):
+        """Input for the running turn, guarded by its id (docs/design.md §9, S1-S7).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MoveQueuedTurn(self, request, context):
+        """Moves a queued turn to the head or after another, guarded by the queue's version (Q8).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -387,6 +455,16 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.MintSessionToken,
                     request_deserializer=turngate_dot_v1_dot_turngate__pb2.MintSessionTokenRequest.FromString,
                     response_serializer=turngate_dot_v1_dot_turngate__pb2.MintSessionTokenResponse.SerializeToString,
+            ),
+            'SteerTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.SteerTurn,
+                    request_deserializer=turngate_dot_v1_dot_turngate__pb2.SteerTurnRequest.FromString,
+                    response_serializer=turngate_dot_v1_dot_turngate__pb2.SteerTurnResponse.SerializeToString,
+            ),
+            'MoveQueuedTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveQueuedTurn,
+                    request_deserializer=turngate_dot_v1_dot_turngate__pb2.MoveQueuedTurnRequest.FromString,
+                    response_serializer=turngate_dot_v1_dot_turngate__pb2.MoveQueuedTurnResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -525,6 +603,60 @@ class ControlService:
             '/turngate.v1.ControlService/MintSessionToken',
             turngate_dot_v1_dot_turngate__pb2.MintSessionTokenRequest.SerializeToString,
             turngate_dot_v1_dot_turngate__pb2.MintSessionTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SteerTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turngate.v1.ControlService/SteerTurn',
+            turngate_dot_v1_dot_turngate__pb2.SteerTurnRequest.SerializeToString,
+            turngate_dot_v1_dot_turngate__pb2.SteerTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveQueuedTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turngate.v1.ControlService/MoveQueuedTurn',
+            turngate_dot_v1_dot_turngate__pb2.MoveQueuedTurnRequest.SerializeToString,
+            turngate_dot_v1_dot_turngate__pb2.MoveQueuedTurnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,6 +57,8 @@ class AdmissionServiceStub:
     """Opens a PENDING interaction (approval, question). Repeating the same record is a no-op."""
     CompleteTurn: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.CompleteTurnRequest, _turngate_pb2.CompleteTurnResponse]
     """Reports the turn's outcome. The first settlement wins; a later report gets it back."""
+    AcknowledgeSteer: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.AcknowledgeSteerRequest, _turngate_pb2.AcknowledgeSteerResponse]
+    """The runner's word on a steer of its turn: CONSUMED or DECLINED (docs/design.md §9, S2)."""
 
 @_typing.type_check_only
 class AdmissionServiceAsyncStub(AdmissionServiceStub):
@@ -77,6 +79,8 @@ class AdmissionServiceAsyncStub(AdmissionServiceStub):
     """Opens a PENDING interaction (approval, question). Repeating the same record is a no-op."""
     CompleteTurn: _aio.UnaryUnaryMultiCallable[_turngate_pb2.CompleteTurnRequest, _turngate_pb2.CompleteTurnResponse]  # type: ignore[assignment]
     """Reports the turn's outcome. The first settlement wins; a later report gets it back."""
+    AcknowledgeSteer: _aio.UnaryUnaryMultiCallable[_turngate_pb2.AcknowledgeSteerRequest, _turngate_pb2.AcknowledgeSteerResponse]  # type: ignore[assignment]
+    """The runner's word on a steer of its turn: CONSUMED or DECLINED (docs/design.md §9, S2)."""
 
 class AdmissionServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runners: ask for the right to run a turn, keep it, record what happens, report the end."""
@@ -125,6 +129,14 @@ class AdmissionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_turngate_pb2.CompleteTurnResponse, _abc.Awaitable[_turngate_pb2.CompleteTurnResponse]]:
         """Reports the turn's outcome. The first settlement wins; a later report gets it back."""
 
+    @_abc_1.abstractmethod
+    def AcknowledgeSteer(
+        self,
+        request: _turngate_pb2.AcknowledgeSteerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turngate_pb2.AcknowledgeSteerResponse, _abc.Awaitable[_turngate_pb2.AcknowledgeSteerResponse]]:
+        """The runner's word on a steer of its turn: CONSUMED or DECLINED (docs/design.md §9, S2)."""
+
 def add_AdmissionServiceServicer_to_server(servicer: AdmissionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class ControlServiceStub:
@@ -150,6 +162,10 @@ class ControlServiceStub:
     asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
     service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS).
     """
+    SteerTurn: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.SteerTurnRequest, _turngate_pb2.SteerTurnResponse]
+    """Input for the running turn, guarded by its id (docs/design.md §9, S1-S7)."""
+    MoveQueuedTurn: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.MoveQueuedTurnRequest, _turngate_pb2.MoveQueuedTurnResponse]
+    """Moves a queued turn to the head or after another, guarded by the queue's version (Q8)."""
 
 @_typing.type_check_only
 class ControlServiceAsyncStub(ControlServiceStub):
@@ -172,6 +188,10 @@ class ControlServiceAsyncStub(ControlServiceStub):
     asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
     service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS).
     """
+    SteerTurn: _aio.UnaryUnaryMultiCallable[_turngate_pb2.SteerTurnRequest, _turngate_pb2.SteerTurnResponse]  # type: ignore[assignment]
+    """Input for the running turn, guarded by its id (docs/design.md §9, S1-S7)."""
+    MoveQueuedTurn: _aio.UnaryUnaryMultiCallable[_turngate_pb2.MoveQueuedTurnRequest, _turngate_pb2.MoveQueuedTurnResponse]  # type: ignore[assignment]
+    """Moves a queued turn to the head or after another, guarded by the queue's version (Q8)."""
 
 class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
     """Gateways: forward a user's Stop and answers to interactions."""
@@ -221,6 +241,22 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         asked for, to stop its turns (docs/security.md, Session tokens). FAILED_PRECONDITION when the
         service has no signing keys (TURNGATE_SESSION_TOKEN_KEYS).
         """
+
+    @_abc_1.abstractmethod
+    def SteerTurn(
+        self,
+        request: _turngate_pb2.SteerTurnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turngate_pb2.SteerTurnResponse, _abc.Awaitable[_turngate_pb2.SteerTurnResponse]]:
+        """Input for the running turn, guarded by its id (docs/design.md §9, S1-S7)."""
+
+    @_abc_1.abstractmethod
+    def MoveQueuedTurn(
+        self,
+        request: _turngate_pb2.MoveQueuedTurnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turngate_pb2.MoveQueuedTurnResponse, _abc.Awaitable[_turngate_pb2.MoveQueuedTurnResponse]]:
+        """Moves a queued turn to the head or after another, guarded by the queue's version (Q8)."""
 
 def add_ControlServiceServicer_to_server(servicer: ControlServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

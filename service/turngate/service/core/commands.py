@@ -133,6 +133,19 @@ class ClearQueue:
 
 
 @dataclass(frozen=True, slots=True)
+class MoveQueuedTurn:
+    """Moves queued `turn_id` to the queue's head ('' `after_turn_id`) or right after another queued
+    turn (Q8), only if the queue is still at `expected_queue_version` (None: whatever it is).
+    `request_id` makes it idempotent: a retry gets the first answer for `tombstone_ttl`."""
+
+    turn_id: str
+    after_turn_id: str = ""
+    expected_queue_version: int | None = None
+    request_id: str = ""
+    tombstone_ttl: int = limits.DEFAULT_TOMBSTONE_TTL
+
+
+@dataclass(frozen=True, slots=True)
 class SteerTurn:
     """Input for the running turn `expected_turn_id` (§9). `steer_id` names it (and, when it
     becomes a turn of its own, that turn); a retry with the same `request_id` (or, without one, the
@@ -190,6 +203,7 @@ Command = (
     | Cancel
     | ResumeQueue
     | ClearQueue
+    | MoveQueuedTurn
     | SteerTurn
     | Expire
     | Retire

@@ -33,6 +33,7 @@ from turngate.service.core.commands import (
     Complete,
     Expire,
     Heartbeat,
+    MoveQueuedTurn,
     RecordInteraction,
     RecordToolCall,
     ResolveInteraction,
@@ -58,6 +59,7 @@ from turngate.service.core.events import (
     EventBody,
     InteractionChanged,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     SteerEnded,
     StopRequested,
@@ -90,6 +92,7 @@ from turngate.service.core.replies import (
     Mismatch,
     QueueCleared,
     Queued,
+    QueueMoved,
     Refusal,
     RememberedReply,
     Reply,
@@ -144,6 +147,8 @@ def decide(state: Session, command: Command, now: int) -> Decision:
             reply = _resume_queue(draft, command)
         case ClearQueue():
             reply = _clear_queue(draft, command)
+        case MoveQueuedTurn():
+            reply = _move_queued(draft, command)
         case SteerTurn():
             reply = _steer(draft, command)
         case AcknowledgeSteer():
@@ -184,6 +189,7 @@ class _Draft:
             return Decision(self.original, (), reply, changed=False)
         first = self.state.next_seq
         epoch = _epoch(self.state, self.now)
+        moved = self.state.queue != self.original.queue
         events = tuple(Event(first + i, self.now, body, epoch) for i, body in enumerate(self.bodies))
         state = _unpaused_if_empty(
             replace(
@@ -191,6 +197,7 @@ class _Draft:
                 epoch=epoch,
                 next_seq=first + len(events),
                 touched_at=self.now,
+                queue_version=self.state.queue_version + moved,
                 tombstones=_unexpired(self.state.tombstones, self.now, lambda exp: exp),
                 requests=_unexpired(self.state.requests, self.now, lambda memo: memo.expires_at),
             )
@@ -634,6 +641,40 @@ def _resume_queue(draft: _Draft, cmd: ResumeQueue) -> Resumed:
     # The queue is not kept with the answer: a retry reports it as it is then.
     _remember(draft, key, Resumed(admitted, ()), cmd.tombstone_ttl)
     return Resumed(admitted, draft.state.queue)
+
+
+def _move_queued(draft: _Draft, cmd: MoveQueuedTurn) -> Reply:
+    """Q8: a queued turn moves to the head or right after another, only on the queue version the
+    editor saw, so two editors never undo each other's edits unseen. A retry of the same request_id
+    answers the first move, with the queue as it is now."""
+    key = _request_key("move", cmd.request_id)
+    state = draft.state
+    if isinstance(_recalled(draft, key), QueueMoved):
+        return QueueMoved(state.queue, state.queue_version)
+    expected = cmd.expected_queue_version
+    if expected is not None and expected != state.queue_version:
+        return Refusal(
+            ErrorReason.QUEUE_VERSION_MISMATCH,
+            f"the queue is at version {state.queue_version}, not {expected}: read it again",
+        )
+    for turn_id in (cmd.turn_id, cmd.after_turn_id):
+        if turn_id and state.queued(turn_id) is None:
+            return Refusal(ErrorReason.TURN_NOT_QUEUED, f"turn {turn_id} is not in the queue")
+    waiting = state.queued(cmd.turn_id)
+    assert waiting is not None
+    rest = [q for q in state.queue if q.turn_id != cmd.turn_id]
+    at = (
+        0
+        if not cmd.after_turn_id
+        else next(i for i, q in enumerate(rest) if q.turn_id == cmd.after_turn_id) + 1
+    )
+    queue = (*rest[:at], waiting[1], *rest[at:])
+    _remember(draft, key, QueueMoved((), 0), cmd.tombstone_ttl)
+    if queue != state.queue:
+        draft.state = replace(draft.state, queue=queue)
+        draft.emit(QueueReordered(tuple(q.turn_id for q in queue), cmd.turn_id))
+    version = state.queue_version + (queue != draft.original.queue)
+    return QueueMoved(queue, version)
 
 
 def _refusal_about_queued(queued: QueuedTurn, reason: ErrorReason, message: str) -> Refusal:

@@ -67,6 +67,8 @@ class ErrorReason(IntEnum):
     # Not a refusal: a store's answer when a write's outcome is unknown (never decide()'s).
     WRITE_OUTCOME_UNKNOWN = 13
     STEER_NOT_FOUND = 14
+    QUEUE_VERSION_MISMATCH = 15
+    TURN_NOT_QUEUED = 16
 
 
 class AdmissionMode(IntEnum):

@@ -129,6 +129,19 @@ class QueueResumed:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueReordered:
+    """MoveQueuedTurn moved `moved_turn_id`: the queue's turns now wait in `turn_ids`' order (Q8)."""
+
+    turn_ids: tuple[str, ...]
+    moved_turn_id: str
+    kind: Literal["queue_reordered"] = "queue_reordered"
+
+    @property
+    def turn_id(self) -> str:
+        return self.moved_turn_id
+
+
+@dataclass(frozen=True, slots=True)
 class TurnSteered:
     """A steer reached the running turn (S1): pushed to its runner, which acknowledges it by
     `expires_at` (S2)."""
@@ -165,6 +178,7 @@ EventBody = (
     | TurnDequeued
     | QueuePaused
     | QueueResumed
+    | QueueReordered
     | TurnSteered
     | SteerEnded
 )

@@ -83,7 +83,8 @@ class Session:
     document lives, so a document the store lost and wrote again is told apart from the old one.
     `queue` holds the turns waiting for the session, in admission order (head first);
     `queue_paused_by` says which turn's end paused it (None: not paused). `touched_at` is when it
-    was last written (store clock): how long it has been idle (R1).
+    was last written (store clock): how long it has been idle (R1). `queue_version` counts the
+    writes that changed the queue (who waits, or in which order): the guard of an edit (Q8).
     """
 
     next_seq: int = 1
@@ -96,6 +97,7 @@ class Session:
     queue: tuple[QueuedTurn, ...] = ()
     queue_paused_by: QueuePause | None = None
     touched_at: int = 0
+    queue_version: int = 0
 
     @property
     def queue_paused(self) -> bool:

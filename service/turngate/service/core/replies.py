@@ -143,6 +143,15 @@ class QueueCleared:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueMoved:
+    """MoveQueuedTurn: the queue after the move, and its version (Q8)."""
+
+    queue: tuple[QueuedTurn, ...]
+    queue_version: int
+    kind: Literal["queue_moved"] = "queue_moved"
+
+
+@dataclass(frozen=True, slots=True)
 class Steered:
     """SteerTurn: the steer reached turn_id, as the event at `seq` (S1)."""
 
@@ -192,7 +201,7 @@ class SteerAcknowledged:
 SteerReply = Steered | SteerMismatch | SteerQueued
 CancelReply = Cancelled | Mismatch | Idle
 # The answers remembered by request id (CancelTurn, ResolveInteraction, ResumeQueue, ClearQueue).
-RememberedReply = CancelReply | InteractionReply | Resumed | QueueCleared | Steered | SteerQueued
+RememberedReply = CancelReply | InteractionReply | Resumed | QueueCleared | QueueMoved | Steered | SteerQueued
 Reply = (
     Refusal
     | Admitted
@@ -206,6 +215,7 @@ Reply = (
     | Retired
     | Resumed
     | QueueCleared
+    | QueueMoved
     | SteerReply
     | SteerAcknowledged
 )
