@@ -1,9 +1,11 @@
-"""A Hypothesis state machine for the admission modes and the queue (§7): any mix of REJECT, ENQUEUE
-and INTERRUPT admissions, runner reports, Stops with every queue action, ResumeQueue, ClearQueue
-and the clock. Its model, built from the event log alone, checks Q1 (FIFO, an INTERRUPT's turn at
-the head), Q2 (promotion only from the head, never while paused), that every queued turn ends
-exactly once (admitted, cancelled, cleared or expired), I1 and I2, and that the document's queue is
-the log's."""
+"""A Hypothesis state machine for the admission modes and the queue (§7) and steers (§9): any mix
+of REJECT, ENQUEUE and INTERRUPT admissions, runner reports, Stops with every queue action,
+ResumeQueue, ClearQueue, MoveQueuedTurn, steers with either fallback and acknowledgements, and the
+clock. Its model, built from the event log alone, checks Q1 (FIFO, an INTERRUPT's turn and requeued
+steers at the head), Q2 (promotion only from the head, never while paused), that every queued turn
+ends exactly once (admitted, cancelled, cleared or expired), S2 (every steer ends exactly once, and
+a settlement ends the turn's pending ones), S1 (steers reach only a running turn), Q8 (the queue's
+version counts the writes that changed it), I1 and I2, and that the document's queue is the log's."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from turngate.service import codec
 from turngate.service.core import (
+    AcknowledgeSteer,
     AdmissionMode,
     Admit,
     ClearQueue,
@@ -23,21 +26,30 @@ from turngate.service.core import (
     Decision,
     Expire,
     Heartbeat,
+    MoveQueuedTurn,
     QueueAction,
     QueueCleared,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     Refusal,
     ResumeQueue,
     Session,
+    SteerEnded,
+    SteerFallback,
+    SteerStatus,
+    SteerTurn,
     StopRequested,
     TurnAdmitted,
     TurnDequeued,
     TurnOutcome,
+    TurnPhase,
     TurnQueued,
     TurnSettled,
+    TurnSteered,
     clock_window,
     decide,
+    limits,
 )
 
 from .helpers import SECOND, T0, cancel, shape
@@ -64,6 +76,11 @@ class QueueMachine(RuleBasedStateMachine):
         self.ends: dict[str, int] = {}  # queued turn -> how many times it left the queue
         self.paused = False
         self.queued_ever: set[str] = set()
+        self.pending: dict[str, str] = {}  # pending steer -> its turn, per the events
+        self.steer_ends: dict[str, int] = {}  # steer -> how many times it ended
+        self.steered_ever: set[str] = set()
+        self.requeued_ever: set[str] = set()
+        self.queue_writes = 0  # writes that changed the queue (Q8)
 
     # --- the rules -----------------------------------------------------------------------------
 
@@ -121,6 +138,42 @@ class QueueMachine(RuleBasedStateMachine):
     def expire(self) -> None:
         self.apply(Expire())
 
+    @rule(named=TARGETS, enqueue=st.booleans(), requeue=st.booleans(), wait=WAITS)
+    def steer(self, named: str, enqueue: bool, requeue: bool, wait: int) -> None:
+        running = self.state.active is not None and self.state.active.phase is TurnPhase.RUNNING
+        expected = self.named(named)
+        decision = self.apply(
+            SteerTurn(
+                expected,
+                self.named(NEW),
+                "input",
+                fallback=SteerFallback.ENQUEUE if enqueue else SteerFallback.REJECT,
+                requeue=requeue,
+                steer_wait=wait,
+                max_steers=3,
+                max_queue_depth=4,
+                max_queue_wait=wait,
+            )
+        )
+        steered = [e.body for e in decision.events if isinstance(e.body, TurnSteered)]
+        assert not steered or (running and steered[0].turn_id == expected), "S1: only the running turn named"
+
+    @rule(pick=st.integers(0, 3), consumed=st.booleans())
+    def acknowledge(self, pick: int, consumed: bool) -> None:
+        if self.holder is None:
+            return
+        steer_ids = [*self.pending, "unknown"]
+        status = SteerStatus.CONSUMED if consumed else SteerStatus.DECLINED
+        self.apply(AcknowledgeSteer(*self.holder, steer_ids[pick % len(steer_ids)], status))
+
+    @rule(pick=st.integers(0, 7), after=st.integers(-1, 7), stale=st.booleans())
+    def move(self, pick: int, after: int, stale: bool) -> None:
+        if not self.queue:
+            return
+        after_turn_id = "" if after < 0 else self.queue[after % len(self.queue)]
+        version = self.state.queue_version - stale
+        self.apply(MoveQueuedTurn(self.queue[pick % len(self.queue)], after_turn_id, version))
+
     # --- the model -----------------------------------------------------------------------------
 
     def named(self, target: str) -> str:
@@ -141,7 +194,7 @@ class QueueMachine(RuleBasedStateMachine):
         if isinstance(decision.reply, Refusal):  # a refusal changes nothing the clock would not have
             swept = decide(before, Expire(), self.now)
             assert (decision.state, decision.events) == (swept.state, swept.events)
-        self.follow(decision)
+        self.follow(before, decision)
         window = clock_window(before, self.now)  # I10: the same answer anywhere in its clock window
         for instant in (window.start, None if window.end is None else window.end - 1):
             if instant is not None:
@@ -151,9 +204,10 @@ class QueueMachine(RuleBasedStateMachine):
         self.state = decision.state
         return decision
 
-    def follow(self, decision: Decision) -> None:
+    def follow(self, before: Session, decision: Decision) -> None:
         resumed = False
         settled_now: set[str] = set()
+        requeued: list[str] = []
         for event in decision.events:
             assert event.seq == self.head_seq + 1
             self.head_seq = event.seq
@@ -162,7 +216,11 @@ class QueueMachine(RuleBasedStateMachine):
                 case TurnQueued():
                     assert body.turn_id not in self.queue
                     assert body.turn_id not in self.ends
-                    assert body.position in (1, len(self.queue) + 1)  # Q1: tail, or an INTERRUPT's head
+                    if body.turn_id in requeued:  # S6: at the head, in the order the steers came
+                        assert body.position == requeued.index(body.turn_id) + 1
+                        assert body.steer is not None
+                    else:  # Q1: tail, or an INTERRUPT's head
+                        assert body.position in (1, len(self.queue) + 1)
                     self.queue.insert(body.position - 1, body.turn_id)
                     self.queued_ever.add(body.turn_id)
                 case TurnAdmitted():
@@ -187,8 +245,25 @@ class QueueMachine(RuleBasedStateMachine):
                     self.ended(body.turn_id)
                 case TurnSettled():
                     assert self.holder == (body.turn.turn_id, body.turn.generation)
+                    # S2: the settlement ended every steer of the turn still pending, in this write
+                    assert not [s for s, t in self.pending.items() if t == body.turn.turn_id]
                     self.holder = None
                     settled_now.add(body.turn.turn_id)
+                case TurnSteered():
+                    assert self.holder == (body.turn_id, body.generation)
+                    assert body.steer_id not in self.steered_ever
+                    self.steered_ever.add(body.steer_id)
+                    self.pending[body.steer_id] = body.turn_id
+                case SteerEnded():
+                    assert self.pending.pop(body.steer_id) == body.turn_id
+                    self.steer_ends[body.steer_id] = self.steer_ends.get(body.steer_id, 0) + 1
+                    assert self.steer_ends[body.steer_id] == 1  # S2: one end per steer
+                    if body.requeued:
+                        requeued.append(body.steer_id)
+                        self.requeued_ever.add(body.steer_id)
+                case QueueReordered():
+                    assert sorted(body.turn_ids) == sorted(self.queue)
+                    self.queue = list(body.turn_ids)
                 case QueuePaused():  # Q3: only the end of a turn, in its own write, pauses
                     assert self.queue
                     assert body.turn_id in settled_now
@@ -203,6 +278,8 @@ class QueueMachine(RuleBasedStateMachine):
         if not self.queue:
             self.paused = False
         state = decision.state
+        self.queue_writes += state.queue != before.queue
+        assert state.queue_version == self.queue_writes  # Q8
         assert [q.turn_id for q in state.queue] == self.queue
         assert state.queue_paused == self.paused
         active = None if state.active is None else (state.active.turn_id, state.active.generation)
@@ -220,7 +297,14 @@ class QueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def queue_is_bounded(self) -> None:
-        assert len(self.state.queue) <= 4  # Q4
+        """Q4; requeued steers may go past the configured bound (S6), never past the document's."""
+        assert len([q for q in self.state.queue if q.turn_id not in self.requeued_ever]) <= 4
+        assert len(self.state.queue) <= limits.MAX_QUEUE_DEPTH
+
+    @invariant()
+    def pending_steers_are_the_active_turns(self) -> None:
+        active = self.state.active
+        assert set(self.pending) == (set() if active is None else set(active.pending_steers()))
 
     def teardown(self) -> None:
         """Once the clock has passed every deadline, the session is idle and nothing waits."""
@@ -234,6 +318,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.state.queue == ()
         assert set(self.ends) == self.queued_ever  # every queued turn ended, once (see ended())
         assert not self.queue
+        assert set(self.steer_ends) == self.steered_ever  # S2: every steer ended, once
 
 
 # The profile tests/conftest.py loaded (TURNGATE_HYPOTHESIS_PROFILE or --hypothesis-profile).

@@ -660,21 +660,24 @@ def _move_queued(draft: _Draft, cmd: MoveQueuedTurn) -> Reply:
     for turn_id in (cmd.turn_id, cmd.after_turn_id):
         if turn_id and state.queued(turn_id) is None:
             return Refusal(ErrorReason.TURN_NOT_QUEUED, f"turn {turn_id} is not in the queue")
-    waiting = state.queued(cmd.turn_id)
-    assert waiting is not None
-    rest = [q for q in state.queue if q.turn_id != cmd.turn_id]
-    at = (
-        0
-        if not cmd.after_turn_id
-        else next(i for i, q in enumerate(rest) if q.turn_id == cmd.after_turn_id) + 1
-    )
-    queue = (*rest[:at], waiting[1], *rest[at:])
+    queue = _moved(state.queue, cmd.turn_id, cmd.after_turn_id)
     _remember(draft, key, QueueMoved((), 0), cmd.tombstone_ttl)
     if queue != state.queue:
         draft.state = replace(draft.state, queue=queue)
         draft.emit(QueueReordered(tuple(q.turn_id for q in queue), cmd.turn_id))
     version = state.queue_version + (queue != draft.original.queue)
     return QueueMoved(queue, version)
+
+
+def _moved(queue: tuple[QueuedTurn, ...], turn_id: str, after_turn_id: str) -> tuple[QueuedTurn, ...]:
+    """`queue` with turn_id at the head ('' after_turn_id) or right after after_turn_id (both
+    queued); after itself, it stays where it is."""
+    if turn_id == after_turn_id:
+        return queue
+    moving = next(q for q in queue if q.turn_id == turn_id)
+    rest = [q for q in queue if q.turn_id != turn_id]
+    at = next((i + 1 for i, q in enumerate(rest) if q.turn_id == after_turn_id), 0)
+    return (*rest[:at], moving, *rest[at:])
 
 
 def _refusal_about_queued(queued: QueuedTurn, reason: ErrorReason, message: str) -> Refusal:
