@@ -14,7 +14,12 @@ The admission modes and the queue (§7): Q1 FIFO and Q4 bounded: `_admit`/`_enqu
 in the same write: `_promote_if_idle`, run at the end of every decision; Q3 pause:
 `_pause_if_asked` (in `_settle`), `_resume_queue`, `_clear_if_asked`, `_clear_queue`,
 `_unpaused_if_empty`; Q4 expiry: `_expire_queued`; Q5 idempotent: `_admit`; Q6 guarded Stop:
-`_stop`; Q7 guarded interrupt, and only of a turn the caller may stop: `_interrupt`.
+`_stop`; Q7 guarded interrupt, and only of a turn the caller may stop: `_interrupt`; Q8 queue
+edits guarded by the queue's version: `_move_queued`.
+
+Steers (§9): S1 guarded by the running turn, S3 idempotent, S4 bounded, S5 pushed: `_steer`; S2
+one end per steer: `_acknowledge_steer`, `_expire_steers`, `_end_pending_steers` (in `_settle`);
+S6 requeued if unconsumed: `_requeue`; S7 the ENQUEUE fallback: `_steer_enqueued`.
 """
 
 from __future__ import annotations
