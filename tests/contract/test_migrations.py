@@ -21,6 +21,7 @@ from turngate.service.core import (
     Admit,
     Admitted,
     Complete,
+    Event,
     Session,
     SessionKey,
     SteerStatus,
@@ -156,15 +157,21 @@ def columns_of(revision_table: Table, *left_out: str) -> TableClause:
     )
 
 
+def a_completed_turn() -> tuple[int, list[Event]]:
+    """Turn t1 admitted and completed a second later: its generation and events."""
+    admitted = decide(Session(), Admit("t1", "runner", 20 * SECOND), ADMITTED_AT)
+    assert isinstance(admitted.reply, Admitted)
+    generation = admitted.reply.generation
+    completed = decide(
+        admitted.state, Complete("t1", generation, TurnOutcome.COMPLETED), ADMITTED_AT + SECOND
+    )
+    return generation, [*admitted.events, *completed.events]
+
+
 async def test_0005_turns_recorded_before_it_never_waited_and_turns_that_wait_are_recorded_after_it(
     blank_database_url: str,
 ) -> None:
-    admitted = decide(Session(), Admit("t1", "runner", 20 * SECOND), ADMITTED_AT)
-    assert isinstance(admitted.reply, Admitted)
-    completed = decide(
-        admitted.state, Complete("t1", admitted.reply.generation, TurnOutcome.COMPLETED), ADMITTED_AT + SECOND
-    )
-    events = [*admitted.events, *completed.events]
+    generation, events = a_completed_turn()
     await migrate_url_to(blank_database_url, "0004")
     engine = make_engine(blank_database_url)
     async with engine.begin() as conn:
@@ -178,9 +185,7 @@ async def test_0005_turns_recorded_before_it_never_waited_and_turns_that_wait_ar
             else:
                 await conn.execute(
                     update(turns)
-                    .where(
-                        turns.c.session_id == KEY.session_id, turns.c.generation == admitted.reply.generation
-                    )
+                    .where(turns.c.session_id == KEY.session_id, turns.c.generation == generation)
                     .values(**{k: v for k, v in row.items() if not k.startswith("key_")})
                 )
     await engine.dispose()
@@ -245,15 +250,11 @@ async def test_0006_sessions_written_before_it_count_as_active_while_a_turn_hold
 async def test_0009_turns_recorded_before_it_have_no_steers_and_steers_are_recorded_after_it(
     blank_database_url: str,
 ) -> None:
-    admitted = decide(Session(), Admit("t1", "runner", 20 * SECOND), ADMITTED_AT)
-    assert isinstance(admitted.reply, Admitted)
-    completed = decide(
-        admitted.state, Complete("t1", admitted.reply.generation, TurnOutcome.COMPLETED), ADMITTED_AT + SECOND
-    )
+    _, events = a_completed_turn()
     await migrate_url_to(blank_database_url, "0008")
     engine = make_engine(blank_database_url)
     async with engine.begin() as conn:  # no steer events then: 0008's tables take these writes
-        await record(conn, KEY, [*admitted.events, *completed.events])
+        await record(conn, KEY, events)
     await engine.dispose()
 
     await migrate(blank_database_url)
