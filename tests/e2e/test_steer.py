@@ -25,6 +25,7 @@ from tests.support.calls import (
     enqueue,
     events_after,
     forced,
+    gate_for,
     gated,
     head_of,
     kinds,
@@ -40,7 +41,7 @@ from tests.support.calls import (
 from tests.support.principals import GATEWAY_A, PROJECT_A, RUNNER_A, bearer, client_as
 from tests.support.servers import Client
 from tests.support.watching import collect, collect_until, watch
-from turngate.service.core import Cancel, Command, Complete, MoveQueuedTurn, SteerTurn
+from turngate.service.core import Cancel, Complete, MoveQueuedTurn, SteerTurn
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 
@@ -673,10 +674,6 @@ async def test_q8_the_queue_version_counts_every_write_that_changes_who_waits(
 
 
 # --- races -----------------------------------------------------------------------------------
-
-
-def gate_for(session: pb.SessionRef, held: tuple[str, ...], commands: dict[str, type[Command]]) -> Gate:
-    return Gate(session, {commands[name]: 1 for name in held})
 
 
 async def _steer_had_one_fate(

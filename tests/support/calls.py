@@ -418,6 +418,11 @@ class Gate:
         self._open.set()
 
 
+def gate_for(session: pb.SessionRef, held: tuple[str, ...], commands: Mapping[str, type[Command]]) -> Gate:
+    """Holds one write of each held call's command on `session`."""
+    return Gate(session, {commands[name]: 1 for name in held})
+
+
 async def forced(
     gate: Gate, calls: Mapping[str, Coroutine[Any, Any, Any]], held: Collection[str]
 ) -> dict[str, Any]:
