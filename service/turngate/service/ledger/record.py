@@ -9,9 +9,9 @@ Writes of one kind go as one executemany, the kinds in the order admit, stop, to
 interaction, steer, steer end, settle. That keeps each row's writes in seq order, so the rows are
 those recording event by event would give: a turn is admitted, then stopped, then settled; every
 tool call, interaction and steer has a row of its own, written only by its own kinds, in seq order
-(a steer is sent before it ends). An executemany
-takes its columns from its first row, so every row of one kind names the same columns (a turn
-inserted as it leaves the queue and one admitted share the admit statement: `_turn_row`).
+(a steer is sent before it ends). An executemany takes its columns from its first row, so every
+row of one kind names the same columns (a turn inserted as it leaves the queue and one admitted
+share the admit statement: `_turn_row`).
 """
 
 from __future__ import annotations
@@ -199,8 +199,8 @@ def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
     Stop of a turn that never started, a turn joining the queue (it has no row until it leaves it),
     the queue pausing, resuming or being reordered (the session log keeps those). A turn a steer
     became records nothing of the steer: its content is the steer row of the turn it came from
-    (S6), or only in the log (S7; docs/decisions.md, "Steers in history"). (`replay` applies the same rows in
-    memory.)"""
+    (S6), or only in the log (S7; docs/decisions.md, "Steers in history"). (`replay` applies the
+    same rows in memory.)"""
     match event.body:
         case TurnAdmitted() as body:
             return Write.ADMIT, _turn_row(
