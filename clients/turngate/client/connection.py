@@ -32,6 +32,9 @@ WRITES = (
     pb.ResolveInteractionRequest,
     pb.ResumeQueueRequest,
     pb.ClearQueueRequest,
+    pb.SteerTurnRequest,
+    pb.AcknowledgeSteerRequest,
+    pb.MoveQueuedTurnRequest,
 )
 # A runner must get a heartbeat through within its lease: reconnect within ~2 s of the service
 # coming back, not gRPC's default of up to 2 minutes. `channel_options` may override these.
@@ -127,5 +130,11 @@ class Connection:
             backoff=self.backoff,
             what=type(request).__name__.removesuffix("Request"),
             writes=isinstance(request, WRITES),
-            request_id=getattr(request, "request_id", ""),
+            request_id=_retry_key(request),
         )
+
+
+def _retry_key(request: object) -> str:
+    """What makes a retry of the request answer the first attempt: its `request_id`, or for a
+    steer sent without one, its `steer_id`."""
+    return str(getattr(request, "request_id", "") or getattr(request, "steer_id", ""))
