@@ -139,6 +139,7 @@ async def test_rows_history_retention_pruned_are_counted_by_table(
             labels(table="turns"): 1,
             labels(table="tool_calls"): 1,
             labels(table="interactions"): 0,
+            labels(table="steers"): 0,
             labels(table="session_events"): 4,
         }
 
