@@ -21,6 +21,7 @@ from turngate.client import (
     Steered,
     SteerEnded,
     SteerFallback,
+    SteerInput,
     SteerMismatch,
     SteerNotFound,
     SteerQueued,
@@ -140,16 +141,22 @@ async def test_s7_with_enqueue_a_steer_becomes_a_turn_its_runner_runs_with_the_s
     )
     assert queued.turn.steer is not None
     assert queued.turn.steer.content == "and then the summary"
-    entering = client.runner("r1").turn(session_id, "s1", mode=AdmissionMode.ENQUEUE)
-    waiting = asyncio.create_task(entering.__aenter__())
-    await complete(raw, running)
+    placed = asyncio.Event()
+
+    async def run_it() -> SteerInput | None:
+        turns = client.runner("r1").turn(
+            session_id, "s1", mode=AdmissionMode.ENQUEUE, on_queued=lambda _: placed.set()
+        )
+        async with turns as turn:
+            return turn.steer
+
+    running_it = asyncio.create_task(run_it())
     async with asyncio.timeout(WAIT_TIMEOUT_S):
-        turn = await waiting
-    try:
-        assert turn.steer is not None
-        assert (turn.steer.steer_id, turn.steer.content) == ("s1", "and then the summary")
-    finally:
-        await entering.__aexit__(None, None, None)
+        await placed.wait()
+        await complete(raw, running)
+        steer = await running_it
+    assert steer is not None
+    assert (steer.steer_id, steer.content) == ("s1", "and then the summary")
 
 
 async def test_q8_a_queued_turn_moves_to_the_head_guarded_by_the_queue_version(
