@@ -130,11 +130,5 @@ class Connection:
             backoff=self.backoff,
             what=type(request).__name__.removesuffix("Request"),
             writes=isinstance(request, WRITES),
-            request_id=_retry_key(request),
+            request_id=getattr(request, "request_id", ""),
         )
-
-
-def _retry_key(request: object) -> str:
-    """What makes a retry of the request answer the first attempt: its `request_id`, or for a
-    steer sent without one, its `steer_id`."""
-    return str(getattr(request, "request_id", "") or getattr(request, "steer_id", ""))

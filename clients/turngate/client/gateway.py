@@ -140,15 +140,17 @@ class Gateway:
         `fallback=SteerFallback.ENQUEUE`, `SteerQueued` (it became a turn of its own, turn id =
         `steer_id`, for that turn's runner). With `requeue_unconsumed`, a steer still pending when
         its turn ends joins the queue's head as a turn of its own. Without `steer_id` one is made;
-        a retry with the same `request_id` (without one, the same `steer_id`) answers what the
-        first call did, so retries after a network blip are idempotent."""
+        without `request_id` the steer id is sent as one, so a retry with the same `request_id` or,
+        without one, the same `steer_id` answers what the first call did (retries after a network
+        blip are idempotent)."""
+        steer_id = steer_id or uuid.uuid4().hex
         request = pb.SteerTurnRequest(
             session=self._connection.session(session_id),
             expected_turn_id=expected_turn_id,
-            steer_id=steer_id or uuid.uuid4().hex,
+            steer_id=steer_id,
             content=content,
             content_type=content_type,
-            request_id=request_id or "",
+            request_id=request_id or steer_id,
             fallback=pb.SteerFallback.ValueType(fallback),
             requeue_unconsumed=requeue_unconsumed,
         )
