@@ -26,9 +26,12 @@ from turngate.client import (
     SteerNotFound,
     SteerQueued,
     SteerStatus,
+    TurnAdmitted,
     TurnNotQueued,
     TurnOutcome,
     TurnPhase,
+    TurnQueued,
+    TurnSettled,
     TurnSteered,
 )
 from turngate.client.sync import Client as SyncClient
@@ -213,3 +216,32 @@ async def test_s5_the_sync_runner_hears_a_steer_and_acknowledges_it(
     async with asyncio.timeout(WAIT_TIMEOUT_S):
         done = await asyncio.to_thread(steered_in_a_thread, target, client.project_id, session_id)
     assert done == ("from a thread", SteerStatus.CONSUMED, ["t3", "t2"])
+
+
+async def test_s6_a_steer_its_turn_did_not_take_is_requeued_and_promoted_with_its_input(
+    client: Client, session_id: str
+) -> None:
+    async with client.watch(session_id) as events:
+        await anext(events)  # the snapshot
+        async with client.runner("r1").turn(session_id, "t1"):
+            await client.gateway().steer(session_id, "t1", "not now", steer_id="s1", requeue_unconsumed=True)
+        async with asyncio.timeout(WAIT_TIMEOUT_S):
+            bodies = [(await anext(events)).body for _ in range(6)]
+    _, _, ended, settled, queued, promoted = bodies
+    assert isinstance(ended, SteerEnded)
+    assert (ended.steer_id, ended.status, ended.requeued) == ("s1", SteerStatus.UNCONSUMED, True)
+    assert isinstance(settled, TurnSettled)
+    assert settled.unconsumed_steer_ids == ("s1",)
+    assert isinstance(queued, TurnQueued)
+    assert (queued.turn.turn_id, queued.turn.runner_id, queued.turn.steer) == (
+        "s1",
+        "r1",
+        SteerInput("s1", "not now", "text/plain"),
+    )
+    assert isinstance(promoted, TurnAdmitted)
+    assert (promoted.turn.turn_id, promoted.from_queue, promoted.steer) == (
+        "s1",
+        True,
+        SteerInput("s1", "not now", "text/plain"),
+    )
+    await client.gateway().stop(session_id, expected_turn_id="s1", force=True)
