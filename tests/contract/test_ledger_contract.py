@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.commands import QUEUE_HISTORY, STEERED_TURNS, play_a_queue, play_steers
 from turngate.service.core import (
@@ -40,7 +40,7 @@ from turngate.service.core import (
 )
 from turngate.service.core.replies import Cancelled, Refusal
 from turngate.service.ledger.reads import Ledger
-from turngate.service.ledger.record import record, record_sessions
+from turngate.service.ledger.record import ledger_write, record, record_sessions
 from turngate.service.ledger.replay import replay
 from turngate.service.ports.history import InteractionView, SteerView, ToolCallView, TurnView
 from turngate.service.sql.engine import make_engine
@@ -424,38 +424,47 @@ async def test_s2_each_steer_end_is_a_ledger_row_and_get_turn_lists_the_steers_i
     assert all(view.steers == () for view in await store.ledger.list_turns(KEY, None, 10))
 
 
-async def test_s2_record_writes_a_steer_pending_then_its_one_end_and_a_reorder_only_to_the_log(
-    database_url: str,
-) -> None:
-    """record() itself, event by event: TurnSteered inserts the row, SteerEnded ends it once (a
-    later end, or the steer sent again, changes nothing), QueueReordered is only a session event."""
-    gen = 7
+GEN = 7
+ADMITTED = Event(1, 100, TurnAdmitted("t1", "runner", GEN, 100, 900))
+SENT = Event(2, 200, TurnSteered("t1", GEN, "s", "go left", "text/plain", 800))
+
+
+async def recorded(database_url: str, *batches: list[Event]) -> tuple[list[tuple[object, ...]], list[str]]:
+    """record() of each batch in turn: the steers rows (without the session's key) and the kinds of
+    the session events."""
     engine = make_engine(database_url)
     async with engine.begin() as conn:
-        await record(conn, KEY, [Event(1, 100, TurnAdmitted("t1", "runner", gen, 100, 900))])
-        await record(conn, KEY, [Event(2, 200, TurnSteered("t1", gen, "s", "go left", "text/plain", 800))])
-        pending = await steer_rows_in(conn)
-        await record(conn, KEY, [Event(3, 300, SteerEnded("t1", gen, "s", SteerStatus.CONSUMED))])
-        await record(
-            conn,
-            KEY,
-            [
-                Event(2, 200, TurnSteered("t1", gen, "s", "go left", "text/plain", 800)),
-                Event(4, 400, SteerEnded("t1", gen, "s", SteerStatus.UNCONSUMED, requeued=True)),
-                Event(5, 500, QueueReordered(("q2", "q1"), "q2")),
-            ],
-        )
-        ended = await steer_rows_in(conn)
-        kinds = [
-            row.kind for row in await conn.execute(select(session_events).order_by(session_events.c.seq))
-        ]
+        for batch in batches:
+            await record(conn, KEY, batch)
+    async with engine.connect() as conn:
+        rows = [tuple(row)[2:] for row in await conn.execute(select(steers).order_by(*steers.primary_key))]
+        kinds = list(await conn.scalars(select(session_events.c.kind).order_by(session_events.c.seq)))
     await engine.dispose()
-
-    assert pending == [(gen, "s", "t1", SteerStatus.PENDING, 200, None, "go left", "text/plain", False, 2)]
-    assert ended == [(gen, "s", "t1", SteerStatus.CONSUMED, 200, 300, "go left", "text/plain", False, 2)]
-    assert kinds == ["turn_admitted", "turn_steered", "steer_ended", "steer_ended", "queue_reordered"]
+    return rows, kinds
 
 
-async def steer_rows_in(conn: AsyncConnection) -> list[tuple[object, ...]]:
-    """The steers rows, without the session's key."""
-    return [tuple(row)[2:] for row in await conn.execute(select(steers).order_by(*steers.primary_key))]
+async def test_s2_record_writes_a_steer_sent_as_a_pending_row_with_its_content_once(
+    database_url: str,
+) -> None:
+    rows, kinds = await recorded(database_url, [ADMITTED, SENT], [SENT])
+
+    assert rows == [(GEN, "s", "t1", SteerStatus.PENDING, 200, None, "go left", "text/plain", False, 2)]
+    assert kinds == ["turn_admitted", "turn_steered"]
+
+
+async def test_s2_record_writes_a_steers_one_end_onto_its_row_keeping_its_content(database_url: str) -> None:
+    """A later end (or the steer sent again, as a projector redelivers) changes nothing."""
+    consumed = Event(3, 300, SteerEnded("t1", GEN, "s", SteerStatus.CONSUMED))
+    again = Event(4, 400, SteerEnded("t1", GEN, "s", SteerStatus.UNCONSUMED, requeued=True))
+
+    rows, kinds = await recorded(database_url, [ADMITTED, SENT, consumed], [SENT, again])
+
+    assert rows == [(GEN, "s", "t1", SteerStatus.CONSUMED, 200, 300, "go left", "text/plain", False, 2)]
+    assert kinds == ["turn_admitted", "turn_steered", "steer_ended", "steer_ended"]
+
+
+async def test_q8_record_writes_a_reorder_of_the_queue_only_as_a_session_event(database_url: str) -> None:
+    rows, kinds = await recorded(database_url, [Event(1, 100, QueueReordered(("q2", "q1"), "q2"))])
+
+    assert (rows, kinds) == ([], ["queue_reordered"])
+    assert ledger_write(KEY, Event(1, 100, QueueReordered(("q2", "q1"), "q2"))) is None

@@ -17,7 +17,7 @@ from sqlalchemy import event, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.commands import QUEUE_HISTORY, play_a_queue
+from tests.support.commands import QUEUE_HISTORY, STEERED_TURNS, play_a_queue, play_steers
 from tests.support.projection import (
     SECOND,
     WAIT_TIMEOUT_S,
@@ -173,14 +173,15 @@ async def test_projection_equals_the_sql_store_ledger_for_the_same_commands(
     # What GetTurn answers from the log while the ledger lags is what the ledger holds now.
     replayed = replay(on_redis, (), await log_of(redis_store.client, redis_store.keys, on_redis))
     read = Ledger(ledger)
-    assert {view.turn_id for view in replayed.values()} == {"t1", "t2", "t3", *QUEUE_HISTORY}
+    assert {view.turn_id for view in replayed.values()} == {"t1", "t2", "t3", *QUEUE_HISTORY, *STEERED_TURNS}
     for view in replayed.values():
         assert await read.get_turn(on_redis, view.turn_id) == view
 
 
 async def run_every_kind_of_event(store: Store, key: SessionKey) -> None:
     """Stop before start, a turn stopped with calls and interactions of every outcome, a completed
-    turn and a force-stopped one, then turns that waited in the queue and left it each way."""
+    turn and a force-stopped one, then turns that waited in the queue and left it each way, then
+    steers that end each way."""
     stop = Cancel("t0", "changed my mind", False, "", 30 * SECOND, 600 * SECOND)
     await store.apply(key, stop)
     first = (
@@ -205,6 +206,7 @@ async def run_every_kind_of_event(store: Store, key: SessionKey) -> None:
     assert isinstance(third, Admitted)
     await store.apply(key, Cancel("t3", "now", True, "", 30 * SECOND, 600 * SECOND))
     await play_a_queue(store, key, traceparent="00-" + "3" * 32 + "-" + "4" * 16 + "-01")
+    await play_steers(store, key)
 
 
 def without_instants(rows: Rows) -> Rows:

@@ -24,12 +24,19 @@ from turngate.service.core import (
 from turngate.service.ledger.projector import AfterCommit, LedgerProjector
 from turngate.service.ledger.record import record
 from turngate.service.ports.store import Store
-from turngate.service.sql.tables import interactions, ledger_cursors, session_events, tool_calls, turns
+from turngate.service.sql.tables import (
+    interactions,
+    ledger_cursors,
+    session_events,
+    steers,
+    tool_calls,
+    turns,
+)
 from turngate.service.store.redis.connection import Client
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, log_event
 
 SECOND = 1_000_000
-LEDGER_TABLES = (session_events, turns, tool_calls, interactions)
+LEDGER_TABLES = (session_events, turns, tool_calls, interactions, steers)
 # How long a test waits for something nothing signals: reached only when the test fails.
 WAIT_TIMEOUT_S = 20.0
 
