@@ -10,11 +10,13 @@ import pytest
 
 from tests.support.calls import admit, complete, with_queue
 from tests.support.servers import Client as Raw
+from tests.support.waiters import Waiter
 from tests.support.waiting import WAIT_TIMEOUT_S
 from turngate.client import (
     AdmissionMode,
     Client,
     ErrorReason,
+    QueuedTurnCleared,
     QueueReordered,
     QueueVersionMismatch,
     SteerAcknowledgement,
@@ -245,3 +247,21 @@ async def test_s6_a_steer_its_turn_did_not_take_is_requeued_and_promoted_with_it
         SteerInput("s1", "not now", "text/plain"),
     )
     await client.gateway().stop(session_id, expected_turn_id="s1", force=True)
+
+
+async def test_q8_a_waiting_runner_is_told_its_new_place_when_the_queue_is_reordered(
+    client: Client, raw: Raw, ref: pb.SessionRef, session_id: str
+) -> None:
+    await admit(raw, ref, "t1", "r1")
+    second = Waiter(client, session_id, "t2", runner_id="r2", mode=AdmissionMode.ENQUEUE)
+    await second.placed(1)
+    third = Waiter(client, session_id, "t3", runner_id="r3", mode=AdmissionMode.ENQUEUE)
+    await third.placed(2)
+    await client.gateway().move_queued_turn(session_id, "t3")
+    await third.placed(2, 1)
+    await second.placed(1, 2)
+    await client.gateway().clear_queue(session_id)
+    for waiter in (second, third):
+        with pytest.raises(QueuedTurnCleared):
+            async with asyncio.timeout(WAIT_TIMEOUT_S):
+                await waiter.task
