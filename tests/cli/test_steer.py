@@ -104,3 +104,17 @@ async def test_q8_queue_move_puts_a_waiting_turn_at_the_head_guarded_by_the_vers
         async with asyncio.timeout(WAIT_TIMEOUT_S):
             await asyncio.gather(waiter.task, return_exceptions=True)
     await running.ended()
+
+
+async def test_s6_steer_requeue_makes_text_the_turn_did_not_take_a_turn_of_its_own(
+    turngate: Turngate, client: Client
+) -> None:
+    async with client.runner("r1").turn(SESSION, "t1"):
+        steered = await turngate.run(
+            "steer", SESSION, "--expect", "t1", "later", "--steer-id", "s1", "--requeue"
+        )
+    assert steered.code == 0
+    active = (await client.get_session(SESSION)).active  # promoted as t1 ended, for t1's runner
+    assert active is not None
+    assert (active.turn_id, active.runner_id) == ("s1", "r1")
+    await client.gateway().stop(SESSION, expected_turn_id="s1", force=True)
