@@ -8,7 +8,9 @@ runner at once (pushed, not polled); the tool call in progress is cancelled, so 
 it INTERRUPTED, and the turn reports CANCELLED. Without `--steps` the turn runs until it is
 stopped (or Ctrl-C, which reports it CANCELLED too); with `--steps N` it completes after N calls.
 With `--queue`, a turn that finds the session busy waits in its queue (printing its place as it
-changes) and runs once the turns ahead have ended. Exit codes (exits.py): 0 the turn ran, 3 it was
+changes) and runs once the turns ahead have ended. Text sent to the running turn with `turngate
+steer SESSION --expect TURN "text"` is printed and folded into the turn's next tool call, and
+acknowledged CONSUMED. Exit codes (exits.py): 0 the turn ran, 3 it was
 not admitted (one line says why), 1 the service failed or the turn was taken from this runner.
 """
 
@@ -28,6 +30,7 @@ from turngate.client import (
     SessionBusy,
     SessionQueueFull,
     SessionQueuePaused,
+    Steer,
     Turn,
     TurnAlreadySettled,
     TurnCancelled,
@@ -39,10 +42,20 @@ from exits import Exit, run
 
 
 async def tool(turn: Turn, call_id: str, seconds: float) -> None:
-    """One tool call: recorded OPEN, then SUCCEEDED (or left open if cancelled)."""
+    """One tool call: recorded OPEN, then SUCCEEDED (or left open if cancelled), searching for
+    what the steers received since the last call say."""
+    steered = [await folded(turn, steer) for steer in turn.steers.received()]
     async with turn.tool_call(call_id, "search"):
-        print(f"   {call_id}: searching for {seconds:.1f}s")
+        also = f", now also for {', '.join(steered)}" if steered else ""
+        print(f"   {call_id}: searching for {seconds:.1f}s{also}")
         await asyncio.sleep(seconds)
+
+
+async def folded(turn: Turn, steer: Steer) -> str:
+    """A steer taken into the next step: printed, and acknowledged CONSUMED."""
+    print(f"   steered ({steer.steer_id}): {steer.content!r}")
+    await turn.acknowledge(steer.steer_id)
+    return repr(steer.content)
 
 
 async def unless_stopped(turn: Turn, work: asyncio.Task[None]) -> bool:
@@ -98,6 +111,8 @@ async def run_agent(
             async with runner.turn(session_id, turn_id, mode=mode, on_queued=print_place) as turn:
                 waited = f", after waiting {turn.waited:.1f}s in the queue" if turn.waited else ""
                 print(f"admitted {turn_id} in {session_id} (generation {turn.generation}{waited})")
+                if turn.steer is not None:  # a turn a steer became: its text is the input
+                    print(f"   input (steer {turn.steer.steer_id}): {turn.steer.content!r}")
                 for step in itertools.islice(itertools.count(1), steps):
                     done = await unless_stopped(
                         turn, asyncio.create_task(tool(turn, f"call-{step}", step_seconds))

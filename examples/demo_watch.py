@@ -16,14 +16,17 @@ from turngate.client import (
     Event,
     InteractionChanged,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     SessionSnapshot,
+    SteerEnded,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
     TurnDequeued,
     TurnQueued,
     TurnSettled,
+    TurnSteered,
     UnknownEvent,
 )
 from turngate.client.defaults import default_project, default_target
@@ -57,6 +60,12 @@ def describe(event: Event) -> str:
             return f"queue_paused by {turn_id} {outcome.proto_name}"
         case QueueResumed():
             return "queue_resumed"
+        case TurnSteered(turn_id=turn_id, steer=steer):
+            return f"turn_steered {turn_id} {steer.steer_id}: {steer.content!r}"
+        case SteerEnded(turn_id=turn_id, steer_id=steer_id, status=status):
+            return f"steer_ended {turn_id} {steer_id} {status.proto_name}"
+        case QueueReordered(turn_ids=turn_ids, moved_turn_id=moved):
+            return f"queue_reordered {moved} moved: {', '.join(turn_ids)}"
         case UnknownEvent():
             return "an event of a kind this SDK does not know"
         case _:

@@ -27,6 +27,8 @@ _VARYING = (
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)"), "<time>"),
     (re.compile(r"\b\d{15,}\b"), "<generation>"),
     (re.compile(r"-?\b\d+\.\d+s\b"), "<seconds>"),
+    # How many events came before depends on when a Stop landed in a turn's tool calls.
+    (re.compile(r"\bseq=\d+\b"), "seq=<seq>"),
     # Table columns are as wide as their values, which vary.
     (re.compile(r"(?<=\S) {2,}"), "  "),
 )

@@ -203,6 +203,9 @@ async def test_the_readme_tour_prints_what_the_readme_shows(tmp_path: Path) -> N
         assert (await long.ended())[-1] == "turn-1 settled TURN_OUTCOME_CANCELLED"
         await reader.run("turngate queue show chat-2")
         await reader.run("turngate queue resume chat-2")
+        # The steer, while turn-2's first call runs: folded into its second.
+        await queued_second.until("   call-1: searching")
+        await reader.run("turngate steer chat-2 --expect turn-2")
         await reader.shows(queued_second)
         await reader.shows(queued_third)
         assert await queued_second.ended() == []

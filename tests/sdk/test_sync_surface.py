@@ -17,6 +17,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 import pytest
 
 from turngate.client import Client, ClientOptions, Gateway, Runner, Turn, Watch, sync
+from turngate.client.steers import Steers
 
 PAIRS: list[tuple[type, type]] = [
     (Client, sync.Client),
@@ -24,6 +25,7 @@ PAIRS: list[tuple[type, type]] = [
     (Turn, sync.Turn),
     (Gateway, sync.Gateway),
     (Watch, sync.Watch),
+    (Steers, sync.Steers),
 ]
 SYNCED: dict[Any, Any] = {
     **dict(PAIRS),
@@ -127,7 +129,9 @@ def test_the_surface_is_what_the_sdk_documents() -> None:
     assert isinstance(runner, Method)
     assert [p.name for p in runner.parameters][-1] == "on_queued"
     gateway = surface(Gateway, SYNCED, constructed=False)
-    assert {"stop", "resume_queue", "clear_queue"} <= set(gateway)
+    assert {"stop", "resume_queue", "clear_queue", "steer", "move_queued_turn"} <= set(gateway)
+    assert {"steers", "steer", "acknowledge"} <= set(turn)
+    assert {"received", "__iter__", "__next__"} == set(surface(Steers, SYNCED, constructed=False))
     client = surface(Client, SYNCED, constructed=True)
     init = client["__init__"]
     assert isinstance(init, Method)

@@ -26,6 +26,7 @@ from turngate.client import (
     QueueAction,
     QueuedTurn,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     ResumedQueue,
     SessionPhase,
@@ -33,6 +34,13 @@ from turngate.client import (
     SessionSnapshot,
     SessionTokenScope,
     SettledBy,
+    Steered,
+    SteerEnded,
+    SteerFallback,
+    SteerInput,
+    SteerMismatch,
+    SteerQueued,
+    SteerStatus,
     StopRequested,
     ToolCall,
     ToolCallChanged,
@@ -44,6 +52,7 @@ from turngate.client import (
     TurnQueued,
     TurnRecord,
     TurnSettled,
+    TurnSteered,
     UnknownEvent,
     convert,
 )
@@ -61,6 +70,8 @@ ENUMS: list[tuple[type[ContractEnum], EnumDescriptor]] = [
     (AdmissionMode, pb.AdmissionMode.DESCRIPTOR),
     (QueueAction, pb.QueueAction.DESCRIPTOR),
     (SessionTokenScope, pb.SessionTokenScope.DESCRIPTOR),
+    (SteerStatus, pb.SteerStatus.DESCRIPTOR),
+    (SteerFallback, pb.SteerFallback.DESCRIPTOR),
 ]
 
 
@@ -277,6 +288,20 @@ def events() -> list[pb.SessionEvent]:
         },
         {"queue_paused": pb.QueuePaused(turn_id="t1", outcome=pb.TURN_OUTCOME_FAILED)},
         {"queue_resumed": pb.QueueResumed(turn_id="t1")},
+        {
+            "turn_steered": pb.TurnSteered(
+                turn_id="t1",
+                generation=7,
+                steer=pb.SteerInput(steer_id="s1", content="hurry"),
+                expires_at=ts(AT),
+            )
+        },
+        {
+            "steer_ended": pb.SteerEnded(
+                turn_id="t1", generation=7, steer_id="s1", status=pb.STEER_STATUS_UNCONSUMED, requeued=True
+            )
+        },
+        {"queue_reordered": pb.QueueReordered(turn_ids=["t3", "t2"], moved_turn_id="t3")},
     ]
     return [
         pb.SessionEvent(seq=seq, time=ts(AT), session=ref(), **body)  # type: ignore[arg-type]
@@ -307,6 +332,12 @@ def described(body: EventBody) -> str:
             return f"paused by {turn_id} {outcome.name}"
         case QueueResumed(turn_id=turn_id):
             return f"resumed, paused by {turn_id}"
+        case TurnSteered(steer=steer, expires_at=expires_at):
+            return f"steered {steer.steer_id} {steer.content!r} {expires_at == AT}"
+        case SteerEnded(steer_id=steer_id, status=status, requeued=requeued):
+            return f"steer {steer_id} ended {status.name} requeued={requeued}"
+        case QueueReordered(turn_ids=turn_ids, moved_turn_id=moved):
+            return f"reordered {turn_ids} moved {moved}"
         case UnknownEvent():
             return "unknown"
         case _:
@@ -326,6 +357,9 @@ def test_every_event_kind_becomes_its_body_and_the_event_keeps_its_message() -> 
         "turn_dequeued",
         "queue_paused",
         "queue_resumed",
+        "turn_steered",
+        "steer_ended",
+        "queue_reordered",
     ]
     assert [described(event.body) for event in converted] == [
         "snapshot resync=True",
@@ -338,6 +372,9 @@ def test_every_event_kind_becomes_its_body_and_the_event_keeps_its_message() -> 
         "dequeued t2 CANCELLED cleared=True 3.5",
         "paused by t1 FAILED",
         "resumed, paused by t1",
+        "steered s1 'hurry' True",
+        "steer s1 ended UNCONSUMED requeued=True",
+        "reordered ('t3', 't2') moved t3",
     ]
     first = converted[0]
     assert (first.seq, first.time, first.session) == (1, AT, SessionRef("p", "s"))
@@ -379,6 +416,46 @@ def test_stop_answers_become_their_dataclasses() -> None:
         )
     )
     assert convert.stop_result(queued) == Cancelled(("t3",), "", False, False, (), None, True, ("t4",))
+
+
+def test_s1_steer_answers_become_their_dataclasses_with_the_mismatchs_reason() -> None:
+    steered = pb.SteerTurnResponse(steered=pb.SteerTurnResponse.Steered(turn_id="t1", steer_id="s1", seq=9))
+    mismatch = pb.SteerTurnResponse(
+        mismatch=pb.SteerTurnResponse.Mismatch(
+            expected_turn_id="t0",
+            reason=pb.ERROR_REASON_ACTIVE_TURN_MISMATCH,
+            current_turn_id="t1",
+            current_phase=pb.TURN_PHASE_RUNNING,
+            expected_phase=pb.TURN_PHASE_SETTLED,
+            expected_outcome=pb.TURN_OUTCOME_COMPLETED,
+        )
+    )
+    waiting = pb.QueuedTurn(
+        turn_id="s1",
+        runner_id="r",
+        position=1,
+        queued_at=ts(AT),
+        expires_at=ts(AT),
+        steer=pb.SteerInput(steer_id="s1", content="then this", content_type="text/plain"),
+    )
+    queued = pb.SteerTurnResponse(queued=pb.SteerTurnResponse.Queued(turn=waiting, position=1, queue_depth=1))
+    assert convert.steer_result(steered) == Steered("t1", "s1", 9, False)
+    assert convert.steer_result(mismatch) == SteerMismatch(
+        "t0",
+        ErrorReason.ACTIVE_TURN_MISMATCH,
+        "t1",
+        TurnPhase.RUNNING,
+        TurnPhase.SETTLED,
+        TurnOutcome.COMPLETED,
+    )
+    steer = SteerInput("s1", "then this", "text/plain")
+    assert convert.steer_result(queued) == SteerQueued(
+        QueuedTurn("s1", "r", 1, AT, AT, steer), 1, 1, admitted=False, replayed=False
+    )
+    later = pb.SteerTurnResponse(mismatch=pb.SteerTurnResponse.Mismatch(reason=99))  # type: ignore[arg-type]
+    assert convert.steer_result(later).reason is ErrorReason.UNSPECIFIED  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="without an outcome"):
+        convert.steer_result(pb.SteerTurnResponse())
 
 
 def test_a_resumed_queue_names_the_turn_it_admitted_and_those_still_waiting() -> None:

@@ -11,10 +11,11 @@
             async for event in events: ...        # resumes after a disconnect, no gap
 
 `client.runner(id).turn(...)` admits a turn (refusals are `AdmissionRefused`), renews its lease,
-learns of a Stop at once (`turn.stop_requested`) and reports one outcome when the block ends;
-`client.gateway()` stops turns, resolves interactions and runs the queue; `client.watch` and
-the reads return frozen dataclasses (`turngate.client.models`) and IntEnums
-(`turngate.client.enums`), never protobuf; errors are `TurngateError`s in families
+learns of a Stop at once (`turn.stop_requested`) and of steers sent to it (`turn.steers`,
+answered with `turn.acknowledge`), and reports one outcome when the block ends;
+`client.gateway()` stops and steers turns, resolves interactions and runs the queue (resume,
+clear, move); `client.watch` and the reads return frozen dataclasses (`turngate.client.models`)
+and IntEnums (`turngate.client.enums`), never protobuf; errors are `TurngateError`s in families
 (`Refused`, `ServiceUnavailable`, `WriteOutcomeUnknown`, …); `turngate.client.sync` is the same
 API for code that is not async.
 
@@ -33,6 +34,8 @@ from turngate.client.enums import (
     SessionPhase,
     SessionTokenScope,
     SettledBy,
+    SteerFallback,
+    SteerStatus,
     ToolCallStatus,
     TurnOutcome,
     TurnPhase,
@@ -53,17 +56,20 @@ from turngate.client.errors import (
     QueuedTurnCancelled,
     QueuedTurnCleared,
     QueuedTurnExpired,
+    QueueVersionMismatch,
     Refused,
     ServiceUnavailable,
     SessionBusy,
     SessionQueueFull,
     SessionQueuePaused,
+    SteerNotFound,
     TurnAlreadySettled,
     TurnCancelled,
     TurnEnded,
     TurngateError,
     TurnHeldByOtherPrincipal,
     TurnNotActive,
+    TurnNotQueued,
     TurnOwnedByOtherRunner,
     WriteOutcomeUnknown,
     WriteRefused,
@@ -77,13 +83,24 @@ from turngate.client.models import (
     Interaction,
     InteractionChanged,
     Mismatch,
+    MovedQueue,
     QueuedTurn,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     ResumedQueue,
     SessionRef,
     SessionSnapshot,
     SessionToken,
+    Steer,
+    SteerAcknowledgement,
+    Steered,
+    SteerEnded,
+    SteerInput,
+    SteerMismatch,
+    SteerQueued,
+    SteerRecord,
+    SteerResult,
     StopRequested,
     StopResult,
     ToolCall,
@@ -94,10 +111,12 @@ from turngate.client.models import (
     TurnQueued,
     TurnRecord,
     TurnSettled,
+    TurnSteered,
     UnknownEvent,
 )
 from turngate.client.retry import Backoff
 from turngate.client.runner import Runner
+from turngate.client.steers import Steers
 from turngate.client.turn import Turn
 from turngate.client.watch import Watch
 
@@ -125,13 +144,16 @@ __all__ = [
     "LeftQueue",
     "LimitExceeded",
     "Mismatch",
+    "MovedQueue",
     "NotAuthenticated",
     "NotFound",
     "OnQueued",
     "PermissionDenied",
     "QueueAction",
     "QueuePaused",
+    "QueueReordered",
     "QueueResumed",
+    "QueueVersionMismatch",
     "QueuedTurn",
     "QueuedTurnCancelled",
     "QueuedTurnCleared",
@@ -149,6 +171,19 @@ __all__ = [
     "SessionToken",
     "SessionTokenScope",
     "SettledBy",
+    "Steer",
+    "SteerAcknowledgement",
+    "SteerEnded",
+    "SteerFallback",
+    "SteerInput",
+    "SteerMismatch",
+    "SteerNotFound",
+    "SteerQueued",
+    "SteerRecord",
+    "SteerResult",
+    "SteerStatus",
+    "Steered",
+    "Steers",
     "StopRequested",
     "StopResult",
     "ToolCall",
@@ -163,12 +198,14 @@ __all__ = [
     "TurnHeldByOtherPrincipal",
     "TurnLease",
     "TurnNotActive",
+    "TurnNotQueued",
     "TurnOutcome",
     "TurnOwnedByOtherRunner",
     "TurnPhase",
     "TurnQueued",
     "TurnRecord",
     "TurnSettled",
+    "TurnSteered",
     "TurngateError",
     "UnknownEvent",
     "Watch",

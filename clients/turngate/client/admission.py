@@ -18,7 +18,15 @@ from typing import TypeAlias
 from turngate.client import convert, errors, reads
 from turngate.client.connection import Connection
 from turngate.client.enums import AdmissionMode
-from turngate.client.models import QueuedTurn, SessionSnapshot, TurnAdmitted, TurnDequeued, TurnQueued
+from turngate.client.models import (
+    QueuedTurn,
+    QueueReordered,
+    SessionSnapshot,
+    SteerInput,
+    TurnAdmitted,
+    TurnDequeued,
+    TurnQueued,
+)
 from turngate.client.watch import Watch
 from turngate.v1 import turngate_pb2 as pb
 
@@ -31,12 +39,14 @@ OnQueued: TypeAlias = Callable[[QueuedTurn], None]
 
 @dataclass(frozen=True)
 class Admission:
-    """An AdmitTurn answer, when it was sent (event-loop time), and how long the turn had waited
-    in the queue (None: it did not, or the SDK did not see it)."""
+    """An AdmitTurn answer, when it was sent (event-loop time), how long the turn had waited
+    in the queue (None: it did not, or the SDK did not see it), and for a turn a steer became,
+    its input (when the SDK saw the turn queued)."""
 
     answer: pb.AdmitTurnResponse
     sent_at: float
     waited: float | None = None
+    steer: SteerInput | None = None
 
 
 def admit_request(
@@ -76,7 +86,9 @@ async def admit(
         admission = await _ask(connection, request)
         if admission.answer.HasField("queued"):
             queued = convert.queued_turn(admission.answer.queued)
-            admission = await _wait(connection, request, before, queued, on_queued)
+            admission = replace(
+                await _wait(connection, request, before, queued, on_queued), steer=queued.steer
+            )
         if not admission.answer.HasField("queued"):
             return admission
 
@@ -117,6 +129,8 @@ async def _wait(
                     place.leaves(left_id)
                 case TurnQueued(turn=joined, position=position):
                     place.joins(joined.turn_id, position)
+                case QueueReordered(turn_ids=turn_ids):
+                    place.reorder(turn_ids)
                 case _:
                     pass
 
@@ -153,6 +167,10 @@ class _Place:
     def joins(self, turn_id: str, position: int) -> None:
         if turn_id not in self._queue:
             self._queue.insert(position - 1, turn_id)
+        self._moved()
+
+    def reorder(self, turn_ids: Sequence[str]) -> None:
+        self._queue = list(turn_ids)
         self._moved()
 
     def leaves(self, turn_id: str) -> None:

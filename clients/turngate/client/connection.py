@@ -32,6 +32,9 @@ WRITES = (
     pb.ResolveInteractionRequest,
     pb.ResumeQueueRequest,
     pb.ClearQueueRequest,
+    pb.SteerTurnRequest,
+    pb.AcknowledgeSteerRequest,
+    pb.MoveQueuedTurnRequest,
 )
 # A runner must get a heartbeat through within its lease: reconnect within ~2 s of the service
 # coming back, not gRPC's default of up to 2 minutes. `channel_options` may override these.

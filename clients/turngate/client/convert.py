@@ -18,10 +18,12 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from turngate.client.enums import (
+    ErrorReason,
     InteractionStatus,
     SessionPhase,
     SessionTokenScope,
     SettledBy,
+    SteerStatus,
     ToolCallStatus,
     TurnOutcome,
     TurnPhase,
@@ -35,13 +37,24 @@ from turngate.client.models import (
     Interaction,
     InteractionChanged,
     Mismatch,
+    MovedQueue,
     QueuedTurn,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     ResumedQueue,
     SessionRef,
     SessionSnapshot,
     SessionToken,
+    Steer,
+    SteerAcknowledgement,
+    Steered,
+    SteerEnded,
+    SteerInput,
+    SteerMismatch,
+    SteerQueued,
+    SteerRecord,
+    SteerResult,
     StopRequested,
     StopResult,
     ToolCall,
@@ -52,6 +65,7 @@ from turngate.client.models import (
     TurnQueued,
     TurnRecord,
     TurnSettled,
+    TurnSteered,
     UnknownEvent,
 )
 from turngate.v1 import turngate_pb2 as pb
@@ -126,6 +140,28 @@ def interaction(message: pb.Interaction) -> Interaction:
     )
 
 
+def steer_input(message: pb.SteerInput) -> SteerInput:
+    return SteerInput(message.steer_id, message.content, message.content_type, raw=message)
+
+
+def _steer_of(message: pb.TurnAdmitted | pb.QueuedTurn) -> SteerInput | None:
+    """The input of a turn a steer became; None for any other turn."""
+    return steer_input(message.steer) if message.HasField("steer") else None
+
+
+def steer_record(message: pb.SteerRecord) -> SteerRecord:
+    return SteerRecord(
+        steer_id=message.steer_id,
+        status=SteerStatus(message.status),
+        sent_at=_always(message, "sent_at"),
+        ended_at=instant(message, "ended_at"),
+        content=message.content,
+        content_type=message.content_type,
+        requeued=message.requeued,
+        raw=message,
+    )
+
+
 def turn_record(message: pb.TurnRecord) -> TurnRecord:
     return TurnRecord(
         turn_id=message.turn_id,
@@ -146,6 +182,8 @@ def turn_record(message: pb.TurnRecord) -> TurnRecord:
         queued_at=instant(message, "queued_at"),
         waited=_span(message, "waited"),
         trace_id=message.trace_id,
+        steers=tuple(steer_record(steer) for steer in message.steers),
+        pending_steer_ids=tuple(message.pending_steer_ids),
         raw=message,
     )
 
@@ -157,6 +195,7 @@ def queued_turn(message: pb.QueuedTurn) -> QueuedTurn:
         position=message.position,
         queued_at=_always(message, "queued_at"),
         expires_at=_always(message, "expires_at"),
+        steer=_steer_of(message),
         raw=message,
     )
 
@@ -191,6 +230,7 @@ def snapshot(message: pb.SessionSnapshot) -> SessionSnapshot:
         queue_paused=message.queue_paused,
         queue_paused_by=message.queue_paused_by,
         queue_pause=queue_paused(message.queue_pause) if message.HasField("queue_pause") else None,
+        queue_version=message.queue_version,
         raw=message,
     )
 
@@ -218,6 +258,7 @@ def _body(message: pb.SessionEvent) -> EventBody:
                 turn_record(admitted.turn),
                 from_queue=admitted.from_queue,
                 waited=_span(admitted, "waited"),
+                steer=_steer_of(admitted),
                 raw=admitted,
             )
         case "stop_requested":
@@ -246,6 +287,7 @@ def _body(message: pb.SessionEvent) -> EventBody:
                 interrupted_tool_call_ids=tuple(settled.interrupted_tool_call_ids),
                 cancelled_interaction_ids=tuple(settled.cancelled_interaction_ids),
                 trace_id=settled.trace_id,
+                unconsumed_steer_ids=tuple(settled.unconsumed_steer_ids),
                 raw=settled,
             )
         case "turn_queued":
@@ -267,6 +309,28 @@ def _body(message: pb.SessionEvent) -> EventBody:
         case "queue_resumed":
             resumed = message.queue_resumed
             return QueueResumed(resumed.turn_id, raw=resumed)
+        case "turn_steered":
+            steered = message.turn_steered
+            return TurnSteered(
+                turn_id=steered.turn_id,
+                generation=steered.generation,
+                steer=steer_input(steered.steer),
+                expires_at=instant(steered, "expires_at"),
+                raw=steered,
+            )
+        case "steer_ended":
+            ended = message.steer_ended
+            return SteerEnded(
+                turn_id=ended.turn_id,
+                generation=ended.generation,
+                steer_id=ended.steer_id,
+                status=SteerStatus(ended.status),
+                requeued=ended.requeued,
+                raw=ended,
+            )
+        case "queue_reordered":
+            reordered = message.queue_reordered
+            return QueueReordered(tuple(reordered.turn_ids), reordered.moved_turn_id, raw=reordered)
         case None:  # a kind added to the contract after this SDK was built
             return UnknownEvent()
         case _:
@@ -326,6 +390,63 @@ def stop_result(message: pb.CancelTurnResponse) -> StopResult:
             raise ValueError(f"CancelTurnResponse without an outcome: {message}")
         case _:
             assert_never(outcome)
+
+
+def _reason(number: int) -> ErrorReason:
+    """The contract's ErrorReason number as an `ErrorReason`; UNSPECIFIED for one this SDK does
+    not know."""
+    known = {member.number: member for member in ErrorReason}
+    return known.get(number, ErrorReason.UNSPECIFIED)
+
+
+def steer_result(message: pb.SteerTurnResponse) -> SteerResult:
+    """What became of a steer. ValueError for an answer without an outcome (not the contract)."""
+    match outcome := message.WhichOneof("outcome"):
+        case "steered":
+            steered = message.steered
+            return Steered(steered.turn_id, steered.steer_id, steered.seq, steered.replayed, raw=steered)
+        case "mismatch":
+            m = message.mismatch
+            return SteerMismatch(
+                expected_turn_id=m.expected_turn_id,
+                reason=_reason(m.reason),
+                current_turn_id=m.current_turn_id,
+                current_phase=TurnPhase(m.current_phase),
+                expected_phase=TurnPhase(m.expected_phase),
+                expected_outcome=TurnOutcome(m.expected_outcome),
+                raw=m,
+            )
+        case "queued":
+            q = message.queued
+            return SteerQueued(
+                turn=queued_turn(q.turn),
+                position=q.position,
+                queue_depth=q.queue_depth,
+                admitted=q.admitted,
+                replayed=q.replayed,
+                raw=q,
+            )
+        case None:  # not the contract (or an outcome added to it after this SDK was built)
+            raise ValueError(f"SteerTurnResponse without an outcome: {message}")
+        case _:
+            assert_never(outcome)
+
+
+def received_steer(event: TurnSteered) -> Steer:
+    return Steer(event.steer.steer_id, event.steer.content, event.steer.content_type, event.expires_at)
+
+
+def pending_steer(record: SteerRecord) -> Steer:
+    """A pending steer read from its turn (after a resync): its expiry is not in the record."""
+    return Steer(record.steer_id, record.content, record.content_type, None)
+
+
+def steer_acknowledgement(message: pb.AcknowledgeSteerResponse) -> SteerAcknowledgement:
+    return SteerAcknowledgement(message.steer_id, SteerStatus(message.status), message.recorded, raw=message)
+
+
+def moved_queue(message: pb.MoveQueuedTurnResponse) -> MovedQueue:
+    return MovedQueue(tuple(queued_turn(turn) for turn in message.queue), message.queue_version, raw=message)
 
 
 def resumed_queue(message: pb.ResumeQueueResponse) -> ResumedQueue:

@@ -26,6 +26,8 @@ __all__ = [
     "SessionPhase",
     "SessionTokenScope",
     "SettledBy",
+    "SteerFallback",
+    "SteerStatus",
     "ToolCallStatus",
     "TurnOutcome",
     "TurnPhase",
@@ -160,6 +162,33 @@ class QueueAction(ContractEnum):
     """Every queued turn is cancelled now, in the Stop's own write."""
 
 
+class SteerStatus(ContractEnum):
+    """Where a steer is: PENDING until its one end (`gateway.steer`, `turn.acknowledge`)."""
+
+    UNSPECIFIED = 0
+    PENDING = 1
+    """Sent to the running turn; its runner has not answered yet."""
+    CONSUMED = 2
+    """The runner took it into the turn."""
+    DECLINED = 3
+    """The runner chose not to take it."""
+    UNCONSUMED = 4
+    """The turn ended before its runner answered (requeued as a turn when the sender asked)."""
+    EXPIRED = 5
+    """The runner did not answer within the service's steer wait."""
+
+
+class SteerFallback(ContractEnum):
+    """What a steer does when the turn it names is not running (`gateway.steer(fallback=...)`)."""
+
+    UNSPECIFIED = 0
+    """As REJECT."""
+    REJECT = 1
+    """Answer `SteerMismatch` and change nothing."""
+    ENQUEUE = 2
+    """Queue the content as a turn of its own (turn id = steer id) for the same runner."""
+
+
 class SessionTokenScope(ContractEnum):
     """What a session token allows on its one session (`gateway.mint_session_token`)."""
 
@@ -204,6 +233,12 @@ class ErrorReason(StrEnum):
     WRITE_OUTCOME_UNKNOWN = "WRITE_OUTCOME_UNKNOWN"
     """Not a refusal: the service's store lost a write's reply; it may have taken effect. Send the
     same request again to learn what it did (`errors.WriteOutcomeUnknown`)."""
+    STEER_NOT_FOUND = "STEER_NOT_FOUND"
+    """An acknowledgement named no steer of the turn."""
+    QUEUE_VERSION_MISMATCH = "QUEUE_VERSION_MISMATCH"
+    """A queue edit's `expected_queue_version` is not the queue's: read it again."""
+    TURN_NOT_QUEUED = "TURN_NOT_QUEUED"
+    """A queue edit named a turn that is not in the queue."""
 
     @classmethod
     def _missing_(cls, value: object) -> ErrorReason | None:

@@ -14,8 +14,8 @@ admission, with the `AdmissionRefusal` fields), `WriteRefused` (a runner's write
     │   │                     TurnOwnedByOtherRunner, TurnHeldByOtherPrincipal, AdmissionLimitExceeded,
     │   │                     SessionQueuePaused, ActiveTurnMismatch, SessionQueueFull,
     │   │                     LeftQueue: QueuedTurnCancelled (QueuedTurnCleared), QueuedTurnExpired
-    │   ├── WriteRefused: TurnNotActive, TurnHeldByOtherPrincipal
-    │   ├── ControlRefused: InteractionNotPending
+    │   ├── WriteRefused: TurnNotActive, TurnHeldByOtherPrincipal, SteerNotFound
+    │   ├── ControlRefused: InteractionNotPending, QueueVersionMismatch, TurnNotQueued
     │   └── LimitExceeded: AdmissionLimitExceeded (SessionQueueFull)
     └── TurnEnded, InteractionCancelled (raised by the SDK itself)
 
@@ -211,6 +211,24 @@ class InteractionNotPending(ControlRefused):
     """ResolveInteraction: the interaction was already resolved, cancelled, or is unknown."""
 
     REASON = ErrorReason.INTERACTION_NOT_PENDING
+
+
+class SteerNotFound(WriteRefused):
+    """`turn.acknowledge` named no steer of the turn."""
+
+    REASON = ErrorReason.STEER_NOT_FOUND
+
+
+class QueueVersionMismatch(ControlRefused):
+    """The queue changed since `expected_queue_version` was read (ABORTED): read it again."""
+
+    REASON = ErrorReason.QUEUE_VERSION_MISMATCH
+
+
+class TurnNotQueued(ControlRefused):
+    """The queue edit named a turn that is not waiting in the queue."""
+
+    REASON = ErrorReason.TURN_NOT_QUEUED
 
 
 class LimitExceeded(Refused):
@@ -450,6 +468,12 @@ def from_rpc(error: grpc.aio.AioRpcError) -> TurngateError:
             return SessionQueuePaused(message, code=code, **admission)
         case ErrorReason.ACTIVE_TURN_MISMATCH:
             return ActiveTurnMismatch(message, code=code, **admission)
+        case ErrorReason.STEER_NOT_FOUND:
+            return SteerNotFound(message, code=code)
+        case ErrorReason.QUEUE_VERSION_MISMATCH:
+            return QueueVersionMismatch(message, code=code)
+        case ErrorReason.TURN_NOT_QUEUED:
+            return TurnNotQueued(message, code=code)
         case ErrorReason.WRITE_OUTCOME_UNKNOWN:
             pass  # not a refusal: UNAVAILABLE, above; with another code, by the code below
         case ErrorReason.UNSPECIFIED:

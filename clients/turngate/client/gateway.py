@@ -1,6 +1,6 @@
-"""The gateway's calls: forward a user's Stop (typed answers) and answers to interactions, stop a
-turn for sure (`stop_and_wait`), resume or clear a session's queue, and mint the session tokens
-its web pages hold."""
+"""The gateway's calls: forward a user's Stop (typed answers), steers and answers to interactions,
+stop a turn for sure (`stop_and_wait`), resume, clear or reorder a session's queue, and mint the
+session tokens its web pages hold."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import assert_never
 
 from turngate.client import convert, reads
 from turngate.client.connection import Connection
-from turngate.client.enums import QueueAction
+from turngate.client.enums import QueueAction, SteerFallback
 from turngate.client.models import (
     Cancelled,
     Event,
@@ -19,11 +19,15 @@ from turngate.client.models import (
     Interaction,
     InteractionChanged,
     Mismatch,
+    MovedQueue,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     ResumedQueue,
     SessionSnapshot,
     SessionToken,
+    SteerEnded,
+    SteerResult,
     StopRequested,
     StopResult,
     ToolCallChanged,
@@ -32,6 +36,7 @@ from turngate.client.models import (
     TurnQueued,
     TurnRecord,
     TurnSettled,
+    TurnSteered,
     UnknownEvent,
 )
 from turngate.client.watch import Watch
@@ -115,6 +120,65 @@ class Gateway:
             queued=True,
             cleared_turn_ids=tuple(others),
             active_turn_id=answer.active_turn_id,
+        )
+
+    async def steer(
+        self,
+        session_id: str,
+        expected_turn_id: str,
+        content: str,
+        *,
+        steer_id: str | None = None,
+        content_type: str = "text/plain",
+        fallback: SteerFallback = SteerFallback.REJECT,
+        requeue_unconsumed: bool = False,
+        request_id: str | None = None,
+    ) -> SteerResult:
+        """Hands `content` to the running turn `expected_turn_id` as input for its next step:
+        `Steered` (it reached the turn; its runner acknowledges it, watchers see `steer_ended`),
+        `SteerMismatch` (that turn is not running: nothing changed) or, with
+        `fallback=SteerFallback.ENQUEUE`, `SteerQueued` (it became a turn of its own, turn id =
+        `steer_id`, for that turn's runner). With `requeue_unconsumed`, a steer still pending when
+        its turn ends joins the queue's head as a turn of its own. Without `steer_id` one is made;
+        without `request_id` the steer id is sent as one, so a retry with the same `request_id` or,
+        without one, the same `steer_id` answers what the first call did (retries after a network
+        blip are idempotent)."""
+        steer_id = steer_id or uuid.uuid4().hex
+        request = pb.SteerTurnRequest(
+            session=self._connection.session(session_id),
+            expected_turn_id=expected_turn_id,
+            steer_id=steer_id,
+            content=content,
+            content_type=content_type,
+            request_id=request_id or steer_id,
+            fallback=pb.SteerFallback.ValueType(fallback),
+            requeue_unconsumed=requeue_unconsumed,
+        )
+        return convert.steer_result(await self._connection.call(self._connection.control.SteerTurn, request))
+
+    async def move_queued_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        after: str | None = None,
+        expected_queue_version: int | None = None,
+        request_id: str | None = None,
+    ) -> MovedQueue:
+        """Moves a turn waiting in the queue to its head (`after` None) or right after the queued
+        turn `after`. With `expected_queue_version` (`SessionSnapshot.queue_version`), refused
+        `QueueVersionMismatch` unless the queue is still at it, so two editors never undo each
+        other unseen; a turn not queued is refused `TurnNotQueued`. Without `request_id` one is
+        made, so that a retry answers the first move."""
+        request = pb.MoveQueuedTurnRequest(
+            session=self._connection.session(session_id),
+            turn_id=turn_id,
+            after_turn_id=after or "",
+            expected_queue_version=expected_queue_version,
+            request_id=request_id or uuid.uuid4().hex,
+        )
+        return convert.moved_queue(
+            await self._connection.call(self._connection.control.MoveQueuedTurn, request)
         )
 
     async def resolve_interaction(
@@ -219,6 +283,9 @@ async def _settlement(events: Watch, turn_id: str) -> TurnRecord | None:
                 | TurnDequeued()
                 | QueuePaused()
                 | QueueResumed()
+                | TurnSteered()
+                | SteerEnded()
+                | QueueReordered()
                 | UnknownEvent()
             ):
                 pass

@@ -17,10 +17,12 @@ from datetime import datetime
 from typing import TypeAlias
 
 from turngate.client.enums import (
+    ErrorReason,
     InteractionStatus,
     SessionPhase,
     SessionTokenScope,
     SettledBy,
+    SteerStatus,
     ToolCallStatus,
     TurnOutcome,
     TurnPhase,
@@ -36,13 +38,24 @@ __all__ = [
     "Interaction",
     "InteractionChanged",
     "Mismatch",
+    "MovedQueue",
     "QueuePaused",
+    "QueueReordered",
     "QueueResumed",
     "QueuedTurn",
     "ResumedQueue",
     "SessionRef",
     "SessionSnapshot",
     "SessionToken",
+    "Steer",
+    "SteerAcknowledgement",
+    "SteerEnded",
+    "SteerInput",
+    "SteerMismatch",
+    "SteerQueued",
+    "SteerRecord",
+    "SteerResult",
+    "Steered",
     "StopRequested",
     "StopResult",
     "ToolCall",
@@ -53,6 +66,7 @@ __all__ = [
     "TurnQueued",
     "TurnRecord",
     "TurnSettled",
+    "TurnSteered",
     "UnknownEvent",
 ]
 
@@ -107,6 +121,35 @@ class Interaction:
 
 
 @dataclass(frozen=True)
+class SteerInput:
+    """What a steer carries to its runner; for a turn a steer became, the input it is to run."""
+
+    steer_id: str
+    """The steer, and the turn it became when it became one."""
+    content: str
+    content_type: str
+    """`text/plain` unless the sender said otherwise (`application/json` for structure)."""
+    raw: pb.SteerInput | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SteerRecord:
+    """A steer of a turn, as `get_turn` lists them."""
+
+    steer_id: str
+    status: SteerStatus
+    """PENDING, or its one end."""
+    sent_at: datetime
+    ended_at: datetime | None
+    """None while PENDING."""
+    content: str
+    content_type: str
+    requeued: bool
+    """With UNCONSUMED: it joined the queue as a turn of its own."""
+    raw: pb.SteerRecord | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
 class TurnRecord:
     """One turn: what a snapshot, a settlement, `get_turn` or `list_turns` reports."""
 
@@ -140,6 +183,10 @@ class TurnRecord:
     """For a turn that waited in the queue: seconds until it was admitted or left the queue."""
     trace_id: str = ""
     """The W3C trace id of the request that admitted it ('' when it carried none)."""
+    steers: tuple[SteerRecord, ...] = ()
+    """Its steers, in the order they came; filled by `get_turn` only."""
+    pending_steer_ids: tuple[str, ...] = ()
+    """While active: the steers its runner has not answered yet."""
     raw: pb.TurnRecord | None = field(default=None, repr=False, compare=False)
 
 
@@ -154,6 +201,8 @@ class QueuedTurn:
     queued_at: datetime
     expires_at: datetime
     """When it leaves the queue EXPIRED unless admitted before."""
+    steer: SteerInput | None = None
+    """A turn a steer became: the input its runner is to run."""
     raw: pb.QueuedTurn | None = field(default=None, repr=False, compare=False)
 
 
@@ -181,6 +230,8 @@ class SessionSnapshot:
     """The turn whose end paused the queue."""
     queue_pause: QueuePaused | None = None
     """With `queue_paused`: what paused it (the turn, how it ended, the Stop that ended it)."""
+    queue_version: int = 0
+    """How many writes have changed the queue: `move_queued_turn`'s `expected_queue_version`."""
     raw: pb.SessionSnapshot | None = field(default=None, repr=False, compare=False)
 
 
@@ -194,6 +245,8 @@ class TurnAdmitted:
     admission again, which `runner.turn` does)."""
     waited: float | None = None
     """With `from_queue`: seconds it waited."""
+    steer: SteerInput | None = None
+    """A turn a steer became: the input its runner is to run."""
     raw: pb.TurnAdmitted | None = field(default=None, repr=False, compare=False)
 
 
@@ -295,7 +348,44 @@ class TurnSettled:
     """Interactions still pending at settlement, now CANCELLED."""
     trace_id: str
     """The W3C trace id of the admitting request (32 hex digits), when it carried one."""
+    unconsumed_steer_ids: tuple[str, ...] = ()
+    """Steers still pending at settlement, now UNCONSUMED."""
     raw: pb.TurnSettled | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TurnSteered:
+    """A steer reached the running turn: its runner folds it in and acknowledges it."""
+
+    turn_id: str
+    generation: int
+    steer: SteerInput
+    expires_at: datetime | None
+    """When it ends EXPIRED unless acknowledged."""
+    raw: pb.TurnSteered | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SteerEnded:
+    """A steer's one end: CONSUMED, DECLINED, UNCONSUMED or EXPIRED."""
+
+    turn_id: str
+    generation: int
+    steer_id: str
+    status: SteerStatus
+    requeued: bool
+    """With UNCONSUMED: it joined the queue as a turn of its own."""
+    raw: pb.SteerEnded | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class QueueReordered:
+    """`move_queued_turn` changed the queue's order."""
+
+    turn_ids: tuple[str, ...]
+    """The queued turns, head first."""
+    moved_turn_id: str
+    raw: pb.QueueReordered | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -315,6 +405,9 @@ EventBody: TypeAlias = (
     | TurnDequeued
     | QueuePaused
     | QueueResumed
+    | TurnSteered
+    | SteerEnded
+    | QueueReordered
     | UnknownEvent
 )
 """What happened: match on it (`case TurnSettled(turn=turn): ...`)."""
@@ -330,6 +423,9 @@ _KINDS: dict[type[EventBody], str] = {
     TurnDequeued: "turn_dequeued",
     QueuePaused: "queue_paused",
     QueueResumed: "queue_resumed",
+    TurnSteered: "turn_steered",
+    SteerEnded: "steer_ended",
+    QueueReordered: "queue_reordered",
     UnknownEvent: "",
 }
 
@@ -355,7 +451,8 @@ class Event:
     def kind(self) -> str:
         """The contract's name of what happened: `snapshot`, `turn_admitted`, `stop_requested`,
         `tool_call`, `interaction`, `turn_settled`, `turn_queued`, `turn_dequeued`,
-        `queue_paused`, `queue_resumed` ('' for an `UnknownEvent`)."""
+        `queue_paused`, `queue_resumed`, `turn_steered`, `steer_ended`, `queue_reordered` (''
+        for an `UnknownEvent`)."""
         return _KINDS[type(self.body)]
 
 
@@ -431,6 +528,87 @@ class ResumedQueue:
     queue: tuple[QueuedTurn, ...]
     """The turns still waiting, head first."""
     raw: pb.ResumeQueueResponse | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Steered:
+    """The steer reached the running turn, as the event at `seq`."""
+
+    turn_id: str
+    steer_id: str
+    seq: int
+    replayed: bool
+    """An earlier call with the same request id (or steer id) sent it."""
+    raw: pb.SteerTurnResponse.Steered | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SteerMismatch:
+    """The turn named is not running: nothing changed (a retry answers as things are then)."""
+
+    expected_turn_id: str
+    reason: ErrorReason
+    """ACTIVE_TURN_MISMATCH (another turn holds the session) or TURN_NOT_ACTIVE (none does, or
+    the named turn is stopping, queued, ended or unknown)."""
+    current_turn_id: str
+    """The turn that holds the session ('' when none does)."""
+    current_phase: TurnPhase
+    expected_phase: TurnPhase
+    """Where the named turn is: STOPPING, QUEUED, SETTLED, or UNSPECIFIED for one never seen."""
+    expected_outcome: TurnOutcome
+    """How the named turn ended, if it did."""
+    raw: pb.SteerTurnResponse.Mismatch | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SteerQueued:
+    """The ENQUEUE fallback made the steer a turn of its own (turn id = steer id)."""
+
+    turn: QueuedTurn
+    position: int
+    """Its 1-based place; 0 when admitted at once."""
+    queue_depth: int
+    admitted: bool
+    """The session was idle: the turn was admitted at once."""
+    replayed: bool
+    raw: pb.SteerTurnResponse.Queued | None = field(default=None, repr=False, compare=False)
+
+
+SteerResult: TypeAlias = Steered | SteerMismatch | SteerQueued
+"""What became of a steer."""
+
+
+@dataclass(frozen=True)
+class Steer:
+    """A steer a running turn received (`turn.steers`): fold it into the next step, then
+    `turn.acknowledge(steer_id)`."""
+
+    steer_id: str
+    content: str
+    content_type: str
+    expires_at: datetime | None
+    """When it ends EXPIRED unless acknowledged (None when it was read after a resync)."""
+
+
+@dataclass(frozen=True)
+class SteerAcknowledgement:
+    """The steer's end after `turn.acknowledge`."""
+
+    steer_id: str
+    status: SteerStatus
+    """Its one end: the one given, or the one it had already when `recorded` is False."""
+    recorded: bool
+    raw: pb.AcknowledgeSteerResponse | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class MovedQueue:
+    """The queue after `move_queued_turn`."""
+
+    queue: tuple[QueuedTurn, ...]
+    """Head first."""
+    queue_version: int
+    raw: pb.MoveQueuedTurnResponse | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

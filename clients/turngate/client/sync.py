@@ -40,19 +40,25 @@ import grpc
 from turngate.client import client as aio
 from turngate.client import turn as aio_turn
 from turngate.client.admission import OnQueued
-from turngate.client.enums import AdmissionMode, QueueAction, TurnOutcome
+from turngate.client.enums import AdmissionMode, QueueAction, SteerFallback, TurnOutcome
 from turngate.client.models import (
     Cancelled,
     Event,
     Interaction,
+    MovedQueue,
     ResumedQueue,
     SessionSnapshot,
     SessionToken,
+    Steer,
+    SteerAcknowledgement,
+    SteerInput,
+    SteerResult,
     StopResult,
     TurnLease,
     TurnRecord,
 )
 from turngate.client.retry import DEFAULT_BACKOFF, Backoff
+from turngate.client.steers import Steers as AsyncSteers
 from turngate.client.telemetry import TracerProvider
 from turngate.client.watch import Watch as AsyncWatch
 
@@ -154,6 +160,30 @@ async def _mirror(source: asyncio.Event, target: threading.Event) -> None:
     target.set()
 
 
+async def _received(steers: AsyncSteers) -> list[Steer]:
+    return steers.received()  # on the loop that pushes them
+
+
+class Steers(Iterator[Steer]):
+    """`for steer in turn.steers:`; see `turngate.client.steers.Steers`."""
+
+    def __init__(self, loop: _Loop, steers: AsyncSteers) -> None:
+        self._loop = loop
+        self._steers = steers
+
+    def __iter__(self) -> Steers:
+        return self
+
+    def __next__(self) -> Steer:
+        try:
+            return self._loop.run(_next(self._steers))
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def received(self) -> list[Steer]:
+        return self._loop.run(_received(self._steers))
+
+
 class Turn:
     """`turngate.client.Turn` for threads: `stop_requested` and `abandoned` are threading.Events."""
 
@@ -167,6 +197,8 @@ class Turn:
     heartbeat_interval: float
     stop_requested: threading.Event
     abandoned: threading.Event
+    steers: Steers
+    steer: SteerInput | None
 
     def __init__(self, loop: _Loop, turn: aio_turn.Turn, context: contextvars.Context) -> None:
         self._loop = loop
@@ -182,6 +214,8 @@ class Turn:
         self.replayed = turn.replayed
         self.waited = turn.waited
         self.heartbeat_interval = turn.heartbeat_interval
+        self.steers = Steers(loop, turn.steers)
+        self.steer = turn.steer
 
     @property
     def stop_reason(self) -> str:
@@ -200,6 +234,9 @@ class Turn:
 
     def interaction(self, interaction_id: str, kind: str) -> str:
         return self._loop.run(self._turn.interaction(interaction_id, kind), self._context)
+
+    def acknowledge(self, steer_id: str, *, consumed: bool = True) -> SteerAcknowledgement | None:
+        return self._loop.run(self._turn.acknowledge(steer_id, consumed=consumed), self._context)
 
 
 class Runner:
@@ -282,6 +319,50 @@ class Gateway:
         self, session_id: str, *, reason: str = "", request_id: str | None = None
     ) -> Cancelled | None:
         return self._loop.run(self._gateway.clear_queue(session_id, reason=reason, request_id=request_id))
+
+    def steer(
+        self,
+        session_id: str,
+        expected_turn_id: str,
+        content: str,
+        *,
+        steer_id: str | None = None,
+        content_type: str = "text/plain",
+        fallback: SteerFallback = SteerFallback.REJECT,
+        requeue_unconsumed: bool = False,
+        request_id: str | None = None,
+    ) -> SteerResult:
+        return self._loop.run(
+            self._gateway.steer(
+                session_id,
+                expected_turn_id,
+                content,
+                steer_id=steer_id,
+                content_type=content_type,
+                fallback=fallback,
+                requeue_unconsumed=requeue_unconsumed,
+                request_id=request_id,
+            )
+        )
+
+    def move_queued_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        after: str | None = None,
+        expected_queue_version: int | None = None,
+        request_id: str | None = None,
+    ) -> MovedQueue:
+        return self._loop.run(
+            self._gateway.move_queued_turn(
+                session_id,
+                turn_id,
+                after=after,
+                expected_queue_version=expected_queue_version,
+                request_id=request_id,
+            )
+        )
 
     def resolve_interaction(
         self, session_id: str, interaction_id: str, resolution: str, *, request_id: str | None = None

@@ -1,5 +1,6 @@
-"""A turn, from admission to its one outcome: the lease kept by heartbeats, Stop delivered by
-push or by directive, tool calls and interactions recorded, fenced writes never retried."""
+"""A turn, from admission to its one outcome: the lease kept by heartbeats, Stop and steers
+delivered by push (Stop also by directive), tool calls, interactions and acknowledged steers
+recorded, fenced writes never retried."""
 
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ from turngate.client.models import (
     Interaction,
     InteractionChanged,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     SessionSnapshot,
+    SteerAcknowledgement,
+    SteerEnded,
+    SteerInput,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
@@ -30,8 +35,10 @@ from turngate.client.models import (
     TurnQueued,
     TurnRecord,
     TurnSettled,
+    TurnSteered,
     UnknownEvent,
 )
+from turngate.client.steers import Steers
 from turngate.client.tasks import cancel_all
 from turngate.client.watch import Watch
 from turngate.v1 import turngate_pb2 as pb
@@ -72,6 +79,9 @@ class Turn:
       admitted to another principal), or the lease ran out while the service could not be
       reached. None of these is retried: from then on nothing more is written for it (the
       service settles it LOST when its lease runs out), and `stop_reason` says why.
+    * `steers` yields each steer sent to the turn (`gateway.steer`), pushed by its watch: fold
+      it into the next step, then `acknowledge(steer_id)` it (or `consumed=False` to decline it).
+      `steer` is the input of a turn a steer became.
     * `outcome` and `settled` are the turn's one outcome and its settled record, once known.
     """
 
@@ -93,6 +103,13 @@ class Turn:
     stop_requested: asyncio.Event
     stop_reason: str
     abandoned: asyncio.Event
+    steers: Steers
+    """The steers received, as they arrive, until a Stop."""
+    steer: SteerInput | None
+    """For a turn a steer became (requeued unconsumed, or queued by the ENQUEUE fallback): the
+    input it is to run, when the SDK saw it queued (entered with `mode=ENQUEUE` while it waited);
+    None for any other turn, and for one promoted before its runner asked (AdmitTurn's answer does
+    not carry the input: the `turn_admitted` event that promoted it does)."""
     outcome: TurnOutcome | None
     """The turn's one outcome, once known."""
     settled: TurnRecord | None
@@ -113,6 +130,8 @@ class Turn:
         self.stop_requested = asyncio.Event()
         self.stop_reason = ""
         self.abandoned = asyncio.Event()
+        self.steers = Steers()
+        self.steer = admitted.steer
         self.outcome = None
         self.settled = None
         self._lease = 3 * self.heartbeat_interval
@@ -168,6 +187,20 @@ class Turn:
             if self._waiting.get(interaction_id) is future:
                 del self._waiting[interaction_id]
 
+    async def acknowledge(self, steer_id: str, *, consumed: bool = True) -> SteerAcknowledgement | None:
+        """Tells the service the runner took the steer into the turn (CONSUMED) or, with
+        `consumed=False`, chose not to (DECLINED); its sender and watchers see `steer_ended`. A
+        steer that had ended already (its expiry came first) answers that end with `recorded`
+        False. Raises `SteerNotFound` for an id that names no steer of the turn; None, recording
+        nothing, once the turn is over."""
+        request = pb.AcknowledgeSteerRequest(
+            lease=self._lease_message,
+            steer_id=steer_id,
+            status=pb.STEER_STATUS_CONSUMED if consumed else pb.STEER_STATUS_DECLINED,
+        )
+        answer = await self._write(self._connection.admission.AcknowledgeSteer, request)
+        return convert.steer_acknowledgement(answer) if answer is not None else None
+
     # --- writes ------------------------------------------------------------------------------
 
     async def _record_call(
@@ -214,6 +247,7 @@ class Turn:
         if not self.stop_requested.is_set():
             self.stop_reason = reason
             self.stop_requested.set()
+            self.steers._end()
 
     def _abandon(self, why: str, outcome: TurnOutcome | None = None) -> None:
         if self.abandoned.is_set():
@@ -261,10 +295,15 @@ class Turn:
             case TurnSettled(turn=record) if record.generation == self.generation:
                 self._settle(record)
                 self._abandon(f"settled {record.outcome.proto_name} by {record.settled_by.proto_name}")
+            case TurnSteered(generation=generation) as steered if generation == self.generation:
+                self.steers._push(convert.received_steer(steered))
             case (
                 StopRequested()
                 | InteractionChanged()
                 | TurnSettled()
+                | TurnSteered()
+                | SteerEnded()
+                | QueueReordered()
                 | TurnAdmitted()
                 | ToolCallChanged()
                 | SessionSnapshot()
@@ -279,21 +318,27 @@ class Turn:
                 assert_never(event.body)
 
     async def _on_snapshot(self, snapshot: SessionSnapshot) -> None:
-        """The state when the watch (re)started: a Stop accepted before, or a settlement."""
+        """The state when the watch (re)started: a Stop accepted before, steers sent before, or a
+        settlement."""
         active = snapshot.active
+        pending: tuple[str, ...] = ()
         if active is not None and (active.turn_id, active.generation) == (self.turn_id, self.generation):
             if active.stop_requested:
                 self._stop(active.stop_reason)
+            pending = active.pending_steer_ids
         else:
             last = snapshot.last_settled
             if last is not None and last.generation == self.generation:
                 self._settle(last)
             self._abandon("the turn is no longer the session's active turn")
-        if self._waiting:
-            # Events before a resync snapshot are not replayed: read the answers instead.
+        if self._waiting or self.steers._unseen(pending):
+            # Events before the snapshot are not replayed: read the answers and steers instead.
             turn = await reads.get_turn(self._connection, self.session_id, self.turn_id)
             for interaction in turn.interactions:
                 self._on_interaction(interaction)
+            for steer in turn.steers:
+                if steer.steer_id in pending:
+                    self.steers._push(convert.pending_steer(steer))
 
     # --- background: heartbeats and the turn's own watch -------------------------------------
 

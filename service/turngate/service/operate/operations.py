@@ -31,10 +31,17 @@ from turngate.client import (
     NotFound,
     PermissionDenied,
     QueueAction,
+    QueueVersionMismatch,
     ServiceUnavailable,
     SessionSnapshot,
+    Steered,
+    SteerFallback,
+    SteerMismatch,
+    SteerQueued,
+    SteerResult,
     StopResult,
     TurngateError,
+    TurnNotQueued,
     TurnRecord,
     WriteOutcomeUnknown,
     tls_credentials,
@@ -295,6 +302,36 @@ def _stop_exit(result: StopResult) -> ExitCode:
             assert_never(result)
 
 
+async def steer(client: Client, args: argparse.Namespace) -> ExitCode:
+    result = await client.gateway().steer(
+        args.session,
+        args.expect,
+        args.content,
+        steer_id=args.steer_id,
+        content_type=args.content_type,
+        fallback=SteerFallback.ENQUEUE if args.enqueue else SteerFallback.REJECT,
+        requeue_unconsumed=args.requeue,
+        request_id=args.request_id,
+    )
+    print(render.json_line(render.steer_message(result)) if args.json else render.steer_result(result))
+    return _steer_exit(result)
+
+
+def _steer_exit(result: SteerResult) -> ExitCode:
+    """As `stop`'s: 0 when the running turn got it; a turn of its own that will run is not that."""
+    match result:
+        case Steered():
+            return ExitCode.OK
+        case SteerMismatch(current_turn_id=current) if current:
+            return ExitCode.MISMATCH
+        case SteerMismatch():
+            return ExitCode.IDLE
+        case SteerQueued():
+            return ExitCode.NOT_STARTED
+        case _:
+            assert_never(result)
+
+
 async def turn_show(client: Client, args: argparse.Namespace) -> ExitCode:
     record = await client.get_turn(args.session, args.turn)
     print(render.json_of(record) if args.json else "\n".join(render.turn_detail(record, _now())))
@@ -346,6 +383,23 @@ async def queue_clear(client: Client, args: argparse.Namespace) -> ExitCode:
         )
     elif not args.json:
         print(f"no turns wait in {args.session}")
+    return ExitCode.OK
+
+
+async def queue_move(client: Client, args: argparse.Namespace) -> ExitCode:
+    try:
+        moved = await client.gateway().move_queued_turn(
+            args.session,
+            args.turn,
+            after=args.after,
+            expected_queue_version=args.expect_version,
+            request_id=args.request_id,
+        )
+    except QueueVersionMismatch as error:
+        return _fail(f"{error}; nothing moved (queueVersion: `status --json`)", ExitCode.MISMATCH)
+    except TurnNotQueued as error:
+        return _fail(str(error), ExitCode.NOT_FOUND)
+    print(render.json_of(moved) if args.json else render.moved(moved))
     return ExitCode.OK
 
 

@@ -11,7 +11,7 @@ from turngate.client.defaults import DEFAULT_PROJECT, DEFAULT_TARGET, PROJECT_VA
 from turngate.service.operate import operations
 from turngate.service.operate.exits import EPILOG
 
-COMMANDS = frozenset({"status", "watch", "stop", "queue", "turn", "sessions", "health"})
+COMMANDS = frozenset({"status", "watch", "stop", "steer", "queue", "turn", "sessions", "health"})
 """The `turngate` subcommands defined here (`run` them)."""
 
 N = TypeVar("N", int, float)
@@ -128,8 +128,8 @@ def lifetime(text: str) -> float:
 
 
 def add_commands(subcommands: Subcommands) -> None:
-    """Adds `status`, `watch`, `stop`, `queue show|resume|clear`, `turn show|list`, `sessions busy`
-    and `health` to `subcommands`."""
+    """Adds `status`, `watch`, `stop`, `steer`, `queue show|resume|clear|move`, `turn show|list`,
+    `sessions busy` and `health` to `subcommands`."""
     add = _adder(_common())
 
     status = add(
@@ -170,6 +170,38 @@ def add_commands(subcommands: Subcommands) -> None:
         help="wait for the turn to settle; force it after SECONDS",
     )
 
+    steer = add(
+        subcommands,
+        "steer",
+        "hand text to a session's running turn as input for its next step; prints what became of it",
+        operations.steer,
+    )
+    steer.add_argument("session", metavar="SESSION")
+    steer.add_argument(
+        "--expect",
+        required=True,
+        metavar="TURN",
+        help="the running turn to steer (any other, or none running: nothing changes, exit 3 or 4)",
+    )
+    steer.add_argument("content", metavar="TEXT", help="the input (UTF-8, 4 KiB by default)")
+    steer.add_argument(
+        "--steer-id", metavar="ID", help="names the steer (and the turn it becomes); made when not given"
+    )
+    steer.add_argument(
+        "--content-type", default="text/plain", metavar="TYPE", help="what kind of text (default text/plain)"
+    )
+    steer.add_argument(
+        "--enqueue",
+        action="store_true",
+        help="if TURN is not running, queue the text as a turn of its own for TURN's runner (exit 8)",
+    )
+    steer.add_argument(
+        "--requeue",
+        action="store_true",
+        help="if TURN ends before its runner takes the text, queue it as a turn of its own",
+    )
+    steer.add_argument("--request-id", metavar="ID", help="idempotency key: a retry returns the first answer")
+
     queue = subcommands.add_parser("queue", help="a session's queue of waiting turns").add_subparsers(
         dest="queue_command", metavar="COMMAND", required=True
     )
@@ -194,6 +226,25 @@ def add_commands(subcommands: Subcommands) -> None:
     )
     queue_clear.add_argument("session", metavar="SESSION")
     queue_clear.add_argument("--reason", default="", metavar="TEXT", help="shown to watchers")
+    queue_move = add(
+        queue,
+        "move",
+        "move a waiting turn to the head of the queue, or right after another waiting turn",
+        operations.queue_move,
+    )
+    queue_move.add_argument("session", metavar="SESSION")
+    queue_move.add_argument("turn", metavar="TURN")
+    queue_move.add_argument(
+        "--after", metavar="TURN", help="right after this waiting turn (default: the head)"
+    )
+    queue_move.add_argument(
+        "--expect-version",
+        type=int,
+        metavar="N",
+        help="only if the queue is still at version N (queueVersion in `status --json`; "
+        "printed by each move): a queue changed since is left alone",
+    )
+    queue_move.add_argument("--request-id", metavar="ID", help="idempotency key")
 
     turn = subcommands.add_parser("turn", help="one turn, or a session's turns").add_subparsers(
         dest="turn_command", metavar="COMMAND", required=True

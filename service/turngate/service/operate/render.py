@@ -28,12 +28,19 @@ from turngate.client import (
     Interaction,
     InteractionChanged,
     Mismatch,
+    MovedQueue,
     QueuedTurn,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     ResumedQueue,
     SessionSnapshot,
     SessionToken,
+    Steered,
+    SteerEnded,
+    SteerMismatch,
+    SteerQueued,
+    SteerResult,
     StopRequested,
     StopResult,
     ToolCall,
@@ -43,6 +50,7 @@ from turngate.client import (
     TurnQueued,
     TurnRecord,
     TurnSettled,
+    TurnSteered,
     UnknownEvent,
 )
 from turngate.client.enums import ContractEnum
@@ -133,6 +141,19 @@ def stop_message(result: StopResult) -> pb.CancelTurnResponse:
             assert_never(result)
 
 
+def steer_message(result: SteerResult) -> pb.SteerTurnResponse:
+    """The SDK's typed steer answer as the contract's SteerTurnResponse (for --json)."""
+    match result:
+        case Steered():
+            return pb.SteerTurnResponse(steered=raw(result))
+        case SteerMismatch():
+            return pb.SteerTurnResponse(mismatch=raw(result))
+        case SteerQueued():
+            return pb.SteerTurnResponse(queued=raw(result))
+        case _:
+            assert_never(result)
+
+
 # Values.
 
 
@@ -183,6 +204,7 @@ def turn(record: TurnRecord, now: datetime | None = None) -> Fields:
         ("settled at", _iso(record.settled_at)),
         ("error", record.error or None),
         ("trace", record.trace_id or None),
+        ("pending steers", _ids(record.pending_steer_ids)),
     ]
 
 
@@ -247,6 +269,7 @@ def turn_settled(settled: TurnSettled) -> Fields:
         *_only(turn(settled.turn), *_SETTLED),
         ("interrupted calls", _ids(settled.interrupted_tool_call_ids)),
         ("cancelled interactions", _ids(settled.cancelled_interaction_ids)),
+        ("unconsumed steers", _ids(settled.unconsumed_steer_ids)),
         ("trace", settled.trace_id or None),
     ]
 
@@ -259,11 +282,12 @@ def event(item: Event) -> str:
             fields = _only(
                 session(snapshot), "phase", "active", "last settled", "queued", "queue paused by", "resync"
             )
-        case TurnAdmitted(turn=admitted, from_queue=from_queue, waited=waited):
+        case TurnAdmitted(turn=admitted, from_queue=from_queue, waited=waited, steer=steer):
             fields = [
                 *_only(turn(admitted), "turn", "runner", "generation", "lease expires at"),
                 ("from queue", _yes(from_queue)),
                 ("waited", _seconds(waited)),
+                ("steer", steer.content if steer is not None else None),
             ]
         case StopRequested() as stop:
             fields = stop_requested(stop)
@@ -279,6 +303,7 @@ def event(item: Event) -> str:
                 ("runner", joined.runner_id),
                 ("position", str(position)),
                 ("expires at", _iso(joined.expires_at)),
+                ("steer", joined.steer.content if joined.steer is not None else None),
             ]
         case TurnDequeued() as left:
             fields = [
@@ -293,6 +318,23 @@ def event(item: Event) -> str:
             fields = [("by", turn_id), ("outcome", _enum(outcome))]
         case QueueResumed(turn_id=turn_id):
             fields = [("paused by", turn_id)]
+        case TurnSteered(turn_id=turn_id, steer=steer, expires_at=expires_at):
+            fields = [
+                ("turn", turn_id),
+                ("steer", steer.steer_id),
+                ("type", steer.content_type),
+                ("content", steer.content),
+                ("expires at", _iso(expires_at)),
+            ]
+        case SteerEnded() as ended:
+            fields = [
+                ("turn", ended.turn_id),
+                ("steer", ended.steer_id),
+                ("status", _enum(ended.status)),
+                ("requeued", _yes(ended.requeued)),
+            ]
+        case QueueReordered(turn_ids=turn_ids, moved_turn_id=moved):
+            fields = [("moved", moved), ("queue", _ids(turn_ids))]
         case UnknownEvent():
             fields = []
         case _:
@@ -340,6 +382,48 @@ def stop_result(result: StopResult, now: datetime) -> str:
         case _:
             assert_never(result)
     return f"{type(result).__name__.lower()}  {line(fields)}".rstrip()
+
+
+def steer_result(result: SteerResult) -> str:
+    """One line: what became of a steer (`steered`, `mismatch`: nothing changed, or `queued`)."""
+    match result:
+        case Steered():
+            label = "steered"
+            fields: Fields = [
+                ("turn", result.turn_id),
+                ("steer", result.steer_id),
+                ("seq", str(result.seq)),
+                ("replayed", _yes(result.replayed)),
+            ]
+        case SteerMismatch():
+            label = "mismatch"
+            fields = [
+                ("expected", result.expected_turn_id),
+                ("reason", result.reason.name if result.reason else None),
+                ("expected phase", _enum(result.expected_phase)),
+                ("expected outcome", _enum(result.expected_outcome)),
+                ("current", result.current_turn_id or None),
+                ("current phase", _enum(result.current_phase)),
+            ]
+        case SteerQueued():
+            label = "queued"
+            fields = [
+                ("turn", result.turn.turn_id),
+                ("runner", result.turn.runner_id),
+                ("position", str(result.position) if result.position else None),
+                ("queue depth", str(result.queue_depth)),
+                ("admitted", _yes(result.admitted)),
+                ("replayed", _yes(result.replayed)),
+            ]
+        case _:
+            assert_never(result)
+    return f"{label}  {line(fields)}".rstrip()
+
+
+def moved(result: MovedQueue) -> str:
+    """One line: the queue after a move, head first, and its version."""
+    waiting = _ids([turn.turn_id for turn in result.queue])
+    return f"moved  {line([('queue', waiting), ('queue version', str(result.queue_version))])}"
 
 
 def nothing_running_stopped(result: Cancelled) -> str:
