@@ -20,6 +20,7 @@ from tests.support.commands import KEY, LEASE, SECOND, admit, enqueue
 from tests.support.seams import losing_a_reply, refusing_before_writing
 from tests.support.stores import ContractStore
 from turngate.service.core import (
+    AcknowledgeSteer,
     Admit,
     Admitted,
     Cancel,
@@ -34,7 +35,9 @@ from turngate.service.core import (
     HeartbeatReply,
     InteractionReply,
     InteractionStatus,
+    MoveQueuedTurn,
     QueueCleared,
+    QueueMoved,
     RecordInteraction,
     RecordToolCall,
     Reply,
@@ -43,6 +46,10 @@ from turngate.service.core import (
     ResumeQueue,
     SessionKey,
     SettledBy,
+    SteerAcknowledged,
+    Steered,
+    SteerStatus,
+    SteerTurn,
     ToolCallReply,
     ToolCallStatus,
     TurnOutcome,
@@ -85,6 +92,18 @@ async def paused(store: ContractStore) -> Admitted:
 async def waiting(store: ContractStore) -> Admitted:
     lease = await running(store)
     await store.apply(KEY, enqueue("t2"))
+    return lease
+
+
+async def steered_once(store: ContractStore) -> Admitted:
+    lease = await running(store)
+    await store.apply(KEY, SteerTurn("t1", "s1", "also check the tests"))
+    return lease
+
+
+async def queued_two(store: ContractStore) -> Admitted:
+    lease = await waiting(store)
+    await store.apply(KEY, enqueue("t3"))
     return lease
 
 
@@ -143,6 +162,23 @@ def cleared(reply: Reply, state: Session, _: Admitted) -> None:
     assert state.queue == ()
 
 
+def steered(reply: Reply, state: Session, _: Admitted) -> None:
+    assert isinstance(reply, Steered)
+    assert (reply.turn_id, reply.steer_id, reply.replayed) == ("t1", "s1", True)
+    assert state.active is not None
+    assert list(state.active.pending_steers()) == ["s1"], "steered once"
+
+
+def steer_acknowledged(reply: Reply, state: Session, _: Admitted) -> None:
+    assert reply == SteerAcknowledged("s1", SteerStatus.CONSUMED, recorded=False)
+
+
+def moved(reply: Reply, state: Session, _: Admitted) -> None:
+    assert isinstance(reply, QueueMoved)
+    assert [turn.turn_id for turn in reply.queue] == ["t3", "t2"], "the queue the first call made"
+    assert reply.queue_version == state.queue_version
+
+
 RETRIED = [
     Retried("admit", lambda _: fresh(), lambda _: Admit("t1", "runner", LEASE), admitted_again),
     # A lease of its own length: the store's clock may not have moved since the admission (Redis's
@@ -177,6 +213,14 @@ RETRIED = [
     ),
     Retried("resume_queue", paused, lambda _: ResumeQueue("req-1", MEMORY), resumed),
     Retried("clear_queue", waiting, lambda _: ClearQueue("start over", "req-1", MEMORY), cleared),
+    Retried("steer", running, lambda _: SteerTurn("t1", "s1", "go", request_id="req-1"), steered),
+    Retried(
+        "acknowledge_steer",
+        steered_once,
+        lambda lease: AcknowledgeSteer("t1", lease.generation, "s1", SteerStatus.CONSUMED),
+        steer_acknowledged,
+    ),
+    Retried("move_queued_turn", queued_two, lambda _: MoveQueuedTurn("t3", request_id="req-1"), moved),
 ]
 
 

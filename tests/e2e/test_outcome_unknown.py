@@ -99,6 +99,35 @@ async def to_clear(client: Client, session: pb.SessionRef) -> Send:
     return lambda c: c.control.ClearQueue(request)
 
 
+async def to_steer(client: Client, session: pb.SessionRef) -> Send:
+    await running(client, session)
+    request = pb.SteerTurnRequest(
+        session=session,
+        expected_turn_id="t1",
+        steer_id="s1",
+        content="also check the tests",
+        request_id="req-1",
+    )
+    return lambda c: c.control.SteerTurn(request)
+
+
+async def to_acknowledge_steer(client: Client, session: pb.SessionRef) -> Send:
+    lease = await running(client, session)
+    await client.control.SteerTurn(
+        pb.SteerTurnRequest(session=session, expected_turn_id="t1", steer_id="s1", content="go")
+    )
+    request = pb.AcknowledgeSteerRequest(lease=lease, steer_id="s1", status=pb.STEER_STATUS_CONSUMED)
+    return lambda c: c.admission.AcknowledgeSteer(request)
+
+
+async def to_move(client: Client, session: pb.SessionRef) -> Send:
+    await enqueue(client, session, "t1")
+    await enqueue(client, session, "t2")
+    await enqueue(client, session, "t3")
+    request = pb.MoveQueuedTurnRequest(session=session, turn_id="t3", request_id="req-1")
+    return lambda c: c.control.MoveQueuedTurn(request)
+
+
 def admitted(reply: pb.AdmitTurnResponse) -> None:
     assert (reply.lease.turn_id, reply.replayed) == ("t1", True)
 
@@ -143,6 +172,18 @@ def cleared(reply: pb.ClearQueueResponse) -> None:
     assert (list(reply.cleared_turn_ids), reply.active_turn_id) == (["t2"], "t1"), "what the first cleared"
 
 
+def steered(reply: pb.SteerTurnResponse) -> None:
+    assert (reply.steered.turn_id, reply.steered.steer_id, reply.steered.replayed) == ("t1", "s1", True)
+
+
+def steer_acknowledged(reply: pb.AcknowledgeSteerResponse) -> None:
+    assert (reply.steer_id, reply.status, reply.recorded) == ("s1", pb.STEER_STATUS_CONSUMED, False)
+
+
+def moved(reply: pb.MoveQueuedTurnResponse) -> None:
+    assert [turn.turn_id for turn in reply.queue] == ["t3", "t2"], "the queue the first call made"
+
+
 RPCS = [
     Rpc("AdmitTurn", to_admit, admitted),
     Rpc("Heartbeat", to_heartbeat, continued),
@@ -153,6 +194,9 @@ RPCS = [
     Rpc("CancelTurn", to_stop, stopping),
     Rpc("ResumeQueue", to_resume, resumed),
     Rpc("ClearQueue", to_clear, cleared),
+    Rpc("SteerTurn", to_steer, steered),
+    Rpc("AcknowledgeSteer", to_acknowledge_steer, steer_acknowledged),
+    Rpc("MoveQueuedTurn", to_move, moved),
 ]
 
 

@@ -33,12 +33,19 @@ SAMPLES: dict[str, Callable[[], Message]] = {
         lease=LEASE, interaction_id="i1", kind="approval"
     ),
     "CompleteTurn": lambda: pb.CompleteTurnRequest(lease=LEASE, outcome=pb.TURN_OUTCOME_COMPLETED),
+    "AcknowledgeSteer": lambda: pb.AcknowledgeSteerRequest(
+        lease=LEASE, steer_id="s1", status=pb.STEER_STATUS_CONSUMED
+    ),
     "CancelTurn": lambda: pb.CancelTurnRequest(session=SESSION, expected_turn_id="t-never"),
     "ResolveInteraction": lambda: pb.ResolveInteractionRequest(
         session=SESSION, interaction_id="i1", resolution="y"
     ),
     "ResumeQueue": lambda: pb.ResumeQueueRequest(session=SESSION),
     "ClearQueue": lambda: pb.ClearQueueRequest(session=SESSION),
+    "SteerTurn": lambda: pb.SteerTurnRequest(
+        session=SESSION, expected_turn_id="t-never", steer_id=f"s-{uuid.uuid4().hex[:8]}", content="go"
+    ),
+    "MoveQueuedTurn": lambda: pb.MoveQueuedTurnRequest(session=SESSION, turn_id="t-never"),
     "MintSessionToken": lambda: pb.MintSessionTokenRequest(session=SESSION, allow_stop=True),
     "WatchSession": lambda: pb.WatchSessionRequest(session=SESSION),
     "GetSession": lambda: pb.GetSessionRequest(session=SESSION),

@@ -125,6 +125,16 @@ class Settings(BaseSettings):
     """The most seconds an AdmitTurn may ask to wait in the queue."""
     max_queue_depth: int = Field(limits.DEFAULT_MAX_QUEUE_DEPTH, ge=1, le=limits.MAX_QUEUE_DEPTH)
     """Turns that may wait per session."""
+    max_steer_bytes: int = Field(limits.DEFAULT_MAX_STEER_BYTES, ge=1, le=limits.MAX_STEER_BYTES)
+    """Bytes of UTF-8 a SteerTurn's content may carry (it stays in the session while pending)."""
+    max_steers_per_turn: int = Field(limits.DEFAULT_MAX_STEERS_PER_TURN, ge=1, le=limits.MAX_STEERS_PER_TURN)
+    """Steers a turn may take; beyond, SteerTurn is refused LIMIT_EXCEEDED."""
+    steer_wait: Seconds = Field(
+        _seconds(limits.DEFAULT_STEER_WAIT),
+        ge=_seconds(limits.MIN_STEER_WAIT),
+        le=_seconds(limits.MAX_STEER_WAIT),
+    )
+    """Seconds a steer waits for its runner's AcknowledgeSteer before it ends EXPIRED."""
     event_retention: int = Field(1_000, ge=100, le=1_000_000)
     """How many of a session's latest events a watcher may resume from; older cursors resync."""
     event_max_age: Seconds | None = Field(None, ge=60.0, le=DAY * 365)

@@ -71,3 +71,11 @@ class AdmissionService(pb_grpc.AdmissionServiceServicer):
     ) -> pb.CompleteTurnResponse:
         key, command = parse.complete(request, current_principal.get().name)
         return convert.completed(await decided(self._store, context, key, command, core.CompleteReply))
+
+    @guarded
+    async def AcknowledgeSteer(
+        self, request: pb.AcknowledgeSteerRequest, context: Context
+    ) -> pb.AcknowledgeSteerResponse:
+        key, command = parse.acknowledge_steer(request, current_principal.get().name)
+        reply = await decided(self._store, context, key, command, core.SteerAcknowledged)
+        return convert.steer_acknowledged(reply)

@@ -51,6 +51,19 @@ class ControlService(pb_grpc.ControlServiceServicer):
         return convert.queue_cleared(await decided(self._store, context, key, command, core.QueueCleared))
 
     @guarded
+    async def MoveQueuedTurn(
+        self, request: pb.MoveQueuedTurnRequest, context: Context
+    ) -> pb.MoveQueuedTurnResponse:
+        key, command = parse.move_queued_turn(request, self._policy)
+        return convert.queue_moved(await decided(self._store, context, key, command, core.QueueMoved))
+
+    @guarded
+    async def SteerTurn(self, request: pb.SteerTurnRequest, context: Context) -> pb.SteerTurnResponse:
+        key, command = parse.steer(request, self._policy)
+        expected = (core.Steered, core.SteerMismatch, core.SteerQueued)
+        return convert.steered(await decided(self._store, context, key, command, expected))
+
+    @guarded
     async def MintSessionToken(
         self, request: pb.MintSessionTokenRequest, context: Context
     ) -> pb.MintSessionTokenResponse:

@@ -100,6 +100,16 @@ def turn_record(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
     return record
 
 
+def steer_input(value: core.SteerInput | None) -> pb.SteerInput | None:
+    if value is None:
+        return None
+    return pb.SteerInput(steer_id=value.steer_id, content=value.content, content_type=value.content_type)
+
+
+def steer_status(value: core.SteerStatus) -> pb.SteerStatus.ValueType:
+    return pb.SteerStatus.ValueType(value)
+
+
 def queued_turn(turn: core.QueuedTurn, position: int) -> pb.QueuedTurn:
     return pb.QueuedTurn(
         turn_id=turn.turn_id,
@@ -107,11 +117,19 @@ def queued_turn(turn: core.QueuedTurn, position: int) -> pb.QueuedTurn:
         position=position,
         queued_at=timestamp(turn.queued_at),
         expires_at=timestamp(turn.expires_at),
+        steer=steer_input(turn.steer),
     )
 
 
 def queue(turns: tuple[core.QueuedTurn, ...]) -> list[pb.QueuedTurn]:
     return [queued_turn(turn, position) for position, turn in enumerate(turns, start=1)]
+
+
+def active_turn(turn: core.ActiveTurn) -> pb.TurnRecord:
+    """The active turn as a snapshot shows it: without its calls, with the steers it has not answered."""
+    record = turn_record(turn_view(turn), with_calls=False)
+    record.pending_steer_ids.extend(turn.pending_steers())
+    return record
 
 
 def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.SessionSnapshot:
@@ -121,7 +139,7 @@ def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.S
         session=session_ref(key),
         seq=state.head,
         phase=pb.SessionPhase.ValueType(state.phase),
-        active=turn_record(turn_view(state.active), with_calls=False) if state.active else None,
+        active=active_turn(state.active) if state.active else None,
         last_settled=turn_record(turn_view(last)) if last else None,
         resync=resync,
         epoch=state.epoch,
@@ -129,6 +147,7 @@ def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.S
         queue_paused=paused_by is not None,
         queue_paused_by=paused_by.turn_id if paused_by else "",
         queue_pause=queue_paused(paused_by) if paused_by else None,
+        queue_version=state.queue_version,
     )
 
 
@@ -174,6 +193,7 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
                     ),
                     from_queue=b.from_queue,
                     waited=waited,
+                    steer=steer_input(b.steer),
                 )
             )
         case core.StopRequested() as b:
@@ -210,6 +230,7 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
                     interrupted_tool_call_ids=b.interrupted_tool_call_ids,
                     cancelled_interaction_ids=b.cancelled_interaction_ids,
                     trace_id=trace_id(b.traceparent),
+                    unconsumed_steer_ids=b.unconsumed_steer_ids,
                 )
             )
         case core.TurnQueued() as b:
@@ -221,6 +242,7 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
                         position=b.position,
                         queued_at=timestamp(b.queued_at),
                         expires_at=timestamp(b.expires_at),
+                        steer=steer_input(b.steer),
                     ),
                     position=b.position,
                 )
@@ -240,6 +262,29 @@ def event(key: SessionKey, value: core.Event) -> pb.SessionEvent:
             out.queue_paused.CopyFrom(queue_paused(b))
         case core.QueueResumed() as b:
             out.queue_resumed.CopyFrom(pb.QueueResumed(turn_id=b.turn_id))
+        case core.QueueReordered() as b:
+            out.queue_reordered.CopyFrom(
+                pb.QueueReordered(turn_ids=b.turn_ids, moved_turn_id=b.moved_turn_id)
+            )
+        case core.TurnSteered() as b:
+            out.turn_steered.CopyFrom(
+                pb.TurnSteered(
+                    turn_id=b.turn_id,
+                    generation=b.generation,
+                    steer=pb.SteerInput(steer_id=b.steer_id, content=b.content, content_type=b.content_type),
+                    expires_at=timestamp(b.expires_at),
+                )
+            )
+        case core.SteerEnded() as b:
+            out.steer_ended.CopyFrom(
+                pb.SteerEnded(
+                    turn_id=b.turn_id,
+                    generation=b.generation,
+                    steer_id=b.steer_id,
+                    status=steer_status(b.status),
+                    requeued=b.requeued,
+                )
+            )
         case _:
             assert_never(value.body)
     return out
@@ -338,6 +383,49 @@ def resumed(reply: core.Resumed) -> pb.ResumeQueueResponse:
 
 def queue_cleared(reply: core.QueueCleared) -> pb.ClearQueueResponse:
     return pb.ClearQueueResponse(cleared_turn_ids=reply.cleared_turn_ids, active_turn_id=reply.active_turn_id)
+
+
+def queue_moved(reply: core.QueueMoved) -> pb.MoveQueuedTurnResponse:
+    return pb.MoveQueuedTurnResponse(queue=queue(reply.queue), queue_version=reply.queue_version)
+
+
+def steered(reply: core.SteerReply) -> pb.SteerTurnResponse:
+    match reply:
+        case core.Steered():
+            return pb.SteerTurnResponse(
+                steered=pb.SteerTurnResponse.Steered(
+                    turn_id=reply.turn_id, steer_id=reply.steer_id, seq=reply.seq, replayed=reply.replayed
+                )
+            )
+        case core.SteerMismatch():
+            return pb.SteerTurnResponse(
+                mismatch=pb.SteerTurnResponse.Mismatch(
+                    expected_turn_id=reply.expected_turn_id,
+                    reason=pb.ErrorReason.ValueType(reply.reason),
+                    current_turn_id=reply.current_turn_id,
+                    current_phase=turn_phase(reply.current_phase),
+                    expected_phase=turn_phase(reply.expected_phase),
+                    expected_outcome=outcome(reply.expected_outcome),
+                )
+            )
+        case core.SteerQueued():
+            return pb.SteerTurnResponse(
+                queued=pb.SteerTurnResponse.Queued(
+                    turn=queued_turn(reply.turn, reply.position),
+                    position=reply.position,
+                    queue_depth=reply.depth,
+                    admitted=reply.admitted,
+                    replayed=reply.replayed,
+                )
+            )
+        case _:
+            assert_never(reply)
+
+
+def steer_acknowledged(reply: core.SteerAcknowledged) -> pb.AcknowledgeSteerResponse:
+    return pb.AcknowledgeSteerResponse(
+        steer_id=reply.steer_id, status=steer_status(reply.status), recorded=reply.recorded
+    )
 
 
 _SCOPES = {Scope.WATCH: pb.SESSION_TOKEN_SCOPE_WATCH, Scope.STOP: pb.SESSION_TOKEN_SCOPE_STOP}

@@ -40,6 +40,10 @@ _CODES = {
     core.ErrorReason.SESSION_QUEUE_FULL: code_pb2.RESOURCE_EXHAUSTED,
     core.ErrorReason.SESSION_QUEUE_PAUSED: code_pb2.ABORTED,
     core.ErrorReason.ACTIVE_TURN_MISMATCH: code_pb2.FAILED_PRECONDITION,
+    core.ErrorReason.STEER_NOT_FOUND: code_pb2.FAILED_PRECONDITION,
+    # The queue changed since the editor read it: read it again, no use waiting (no RetryInfo).
+    core.ErrorReason.QUEUE_VERSION_MISMATCH: code_pb2.ABORTED,
+    core.ErrorReason.TURN_NOT_QUEUED: code_pb2.FAILED_PRECONDITION,
 }
 
 

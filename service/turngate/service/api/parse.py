@@ -19,6 +19,8 @@ _REPORTABLE = choices(core.TurnOutcome.COMPLETED, core.TurnOutcome.FAILED, core.
 # Unset (0) is the contract's default: REJECT for a mode, PAUSE for a queue action.
 _MODES = {0: core.AdmissionMode.REJECT, **choices(*core.AdmissionMode)}
 _QUEUE_ACTIONS = {0: core.QueueAction.PAUSE, **choices(*core.QueueAction)}
+_FALLBACKS = {0: core.SteerFallback.REJECT, **choices(*core.SteerFallback)}
+_ACKNOWLEDGEABLE = choices(core.SteerStatus.CONSUMED, core.SteerStatus.DECLINED)
 
 
 def admit(
@@ -137,6 +139,63 @@ def clear_queue(request: pb.ClearQueueRequest, policy: Policy) -> tuple[SessionK
     request_id = check.identifier("request_id", request.request_id, required=False)
     check.done()
     return key, core.ClearQueue(reason, request_id, policy.tombstone_ttl)
+
+
+def move_queued_turn(
+    request: pb.MoveQueuedTurnRequest, policy: Policy
+) -> tuple[SessionKey, core.MoveQueuedTurn]:
+    check = Checker()
+    key = check.session("session", request.HasField("session"), request.session)
+    turn_id = check.identifier("turn_id", request.turn_id)
+    after = check.identifier("after_turn_id", request.after_turn_id, required=False)
+    if after and after == turn_id:
+        check.fail("after_turn_id", "must not be turn_id (empty moves it to the head)")
+    expected = request.expected_queue_version if request.HasField("expected_queue_version") else None
+    if expected is not None and expected < 0:
+        check.fail("expected_queue_version", "must be a queue_version read from the session")
+    request_id = check.identifier("request_id", request.request_id, required=False)
+    check.done()
+    return key, core.MoveQueuedTurn(turn_id, after, expected, request_id, policy.tombstone_ttl)
+
+
+def steer(request: pb.SteerTurnRequest, policy: Policy) -> tuple[SessionKey, core.SteerTurn]:
+    check = Checker()
+    key = check.session("session", request.HasField("session"), request.session)
+    expected = check.identifier("expected_turn_id", request.expected_turn_id)
+    steer_id = check.identifier("steer_id", request.steer_id)
+    content = check.text("content", request.content, policy.max_steer_bytes)
+    content_type = check.text("content_type", request.content_type, limits.MAX_CONTENT_TYPE)
+    request_id = check.identifier("request_id", request.request_id, required=False)
+    fallback = check.choice("fallback", request.fallback, _FALLBACKS)
+    check.done()
+    assert fallback is not None
+    return key, core.SteerTurn(
+        expected,
+        steer_id,
+        content,
+        content_type or "text/plain",
+        fallback,
+        request.requeue_unconsumed,
+        request_id,
+        steer_wait=policy.steer_wait,
+        max_steers=policy.max_steers_per_turn,
+        tombstone_ttl=policy.tombstone_ttl,
+        max_queue_wait=policy.queue_wait,
+        max_queue_depth=policy.max_queue_depth,
+        lease_ttl=policy.lease_ttl,
+    )
+
+
+def acknowledge_steer(
+    request: pb.AcknowledgeSteerRequest, principal: str
+) -> tuple[SessionKey, core.AcknowledgeSteer]:
+    check = Checker()
+    key, turn_id, generation = check.lease(request.HasField("lease"), request.lease)
+    steer_id = check.identifier("steer_id", request.steer_id)
+    status = check.choice("status", request.status, _ACKNOWLEDGEABLE)
+    check.done()
+    assert status is not None
+    return key, core.AcknowledgeSteer(turn_id, generation, steer_id, status, principal)
 
 
 def resolve_interaction(

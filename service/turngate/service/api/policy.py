@@ -23,6 +23,11 @@ class Policy:
     queue_wait: int = limits.DEFAULT_MAX_QUEUE_WAIT
     max_queue_wait: int = limits.DEFAULT_QUEUE_WAIT_CAP
     max_queue_depth: int = limits.DEFAULT_MAX_QUEUE_DEPTH
+    # Steers (§9): the most content one carries, how many a turn takes, how long one waits for its
+    # acknowledgement.
+    max_steer_bytes: int = limits.DEFAULT_MAX_STEER_BYTES
+    max_steers_per_turn: int = limits.DEFAULT_MAX_STEERS_PER_TURN
+    steer_wait: int = limits.DEFAULT_STEER_WAIT
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -37,4 +42,7 @@ class Policy:
             queue_wait=microseconds(settings.queue_wait),
             max_queue_wait=microseconds(settings.max_queue_wait),
             max_queue_depth=settings.max_queue_depth,
+            max_steer_bytes=settings.max_steer_bytes,
+            max_steers_per_turn=settings.max_steers_per_turn,
+            steer_wait=microseconds(settings.steer_wait),
         )

@@ -33,9 +33,11 @@ from turngate.service.core import (
     InteractionChanged,
     InteractionStatus,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     SessionKey,
     SettledBy,
+    SteerEnded,
     StopRequested,
     ToolCallChanged,
     ToolCallStatus,
@@ -45,6 +47,7 @@ from turngate.service.core import (
     TurnPhase,
     TurnQueued,
     TurnSettled,
+    TurnSteered,
 )
 from turngate.service.sql.tables import dialect_insert, interactions, session_events, tool_calls, turns
 
@@ -211,7 +214,7 @@ def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
                 traceparent="",
                 queued_at=body.queued_at,
             )
-        case TurnQueued() | QueuePaused() | QueueResumed():
+        case TurnQueued() | QueuePaused() | QueueResumed() | QueueReordered() | TurnSteered() | SteerEnded():
             return None
         case StopRequested(before_start=True):
             return None

@@ -8,14 +8,17 @@ from turngate.service.core import (
     Event,
     InteractionChanged,
     QueuePaused,
+    QueueReordered,
     QueueResumed,
     SessionKey,
+    SteerEnded,
     StopRequested,
     ToolCallChanged,
     TurnAdmitted,
     TurnDequeued,
     TurnQueued,
     TurnSettled,
+    TurnSteered,
 )
 
 # Span and metric attributes are these fields' names under this prefix (turngate.turn_id, …).
@@ -50,12 +53,23 @@ def event_fields(event: Event) -> Fields:
             )
         case TurnQueued() as body:
             fields.update(runner_id=body.runner_id, position=body.position)
+            if body.steer is not None:
+                fields.update(steer_id=body.steer.steer_id)
         case TurnDequeued() as body:
             fields.update(generation=body.generation, outcome=body.outcome.name, cleared=body.cleared)
         case QueuePaused() as body:
             fields.update(outcome=body.outcome.name)
-        case QueueResumed():
+        case QueueResumed() | QueueReordered():
             pass
+        case TurnSteered() as body:
+            fields.update(generation=body.generation, steer_id=body.steer_id)
+        case SteerEnded() as body:
+            fields.update(
+                generation=body.generation,
+                steer_id=body.steer_id,
+                status=body.status.name,
+                requeued=body.requeued,
+            )
         case _:
             assert_never(event.body)
     return fields

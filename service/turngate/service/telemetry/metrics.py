@@ -25,6 +25,7 @@ from opentelemetry.semconv._incubating.metrics.rpc_metrics import RPC_SERVER_CAL
 
 from turngate.client._version import __version__
 from turngate.service.core import (
+    AcknowledgeSteer,
     Admit,
     Admitted,
     Cancel,
@@ -37,6 +38,7 @@ from turngate.service.core import (
     HeartbeatReply,
     Idle,
     Mismatch,
+    MoveQueuedTurn,
     Queued,
     QueuePaused,
     QueueResumed,
@@ -49,6 +51,8 @@ from turngate.service.core import (
     Retire,
     SessionKey,
     SettledTurn,
+    SteerEnded,
+    SteerTurn,
     TurnAdmitted,
     TurnDequeued,
     TurnOutcome,
@@ -189,6 +193,9 @@ class Metrics:
             "How long a turn waited in the queue: until admitted, or until it left it otherwise",
             explicit_bucket_boundaries_advisory=_WAIT_SECONDS,
         )
+        self._steers = meter.create_counter(
+            "turngate.steers", "{steer}", "Steers ended, by how: consumed, declined, unconsumed or expired"
+        )
         self._retirements = meter.create_counter(
             "turngate.sessions.retired", "{session}", "Idle sessions removed from the hot store (R1)"
         )
@@ -292,6 +299,9 @@ class Metrics:
                 | Complete()
                 | ResumeQueue()
                 | ClearQueue()
+                | MoveQueuedTurn()
+                | SteerTurn()
+                | AcknowledgeSteer()
                 | Expire()
             ):
                 pass
@@ -301,8 +311,11 @@ class Metrics:
             case _:
                 assert_never(applied.command)
         for event in applied.decision.events:
-            if isinstance(event.body, TurnSettled):
-                self._settled(applied, event.body.turn)
+            match event.body:
+                case TurnSettled() as body:
+                    self._settled(applied, body.turn)
+                case SteerEnded() as body:
+                    self._steers.add(1, prefixed({"status": body.status.name, "requeued": body.requeued}))
         self._queue(applied)
 
     def _queue(self, applied: Applied) -> None:
@@ -310,10 +323,9 @@ class Metrics:
         cleared = False
         for event in applied.decision.events:
             match event.body:
-                case TurnQueued():
-                    assert isinstance(applied.command, Admit)
+                case TurnQueued() as body:
                     depth = len(applied.decision.state.queue)
-                    self._queue_depth.record(depth, prefixed({"mode": applied.command.mode.name}))
+                    self._queue_depth.record(depth, prefixed({"mode": _queued_by(applied, body)}))
                 case TurnAdmitted(from_queue=True) as body:
                     self._promotions.add(1)
                     self._queue_wait.record(body.waited / _US, _left_queue("admitted"))
@@ -348,6 +360,14 @@ def _admission(reply: Reply) -> Fields:
     if reply.replayed:
         return prefixed({"result": "replayed"})
     return prefixed({"result": "admitted" if isinstance(reply, Admitted) else "queued"})
+
+
+def _queued_by(applied: Applied, body: TurnQueued) -> str:
+    """How a turn joined the queue: its admission's mode, or STEER for a turn a steer became (S6, S7)."""
+    if body.steer is not None:
+        return "STEER"
+    assert isinstance(applied.command, Admit)
+    return applied.command.mode.name
 
 
 def _left_queue(result: str) -> Fields:

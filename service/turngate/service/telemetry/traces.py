@@ -30,6 +30,7 @@ from opentelemetry.trace import INVALID_SPAN, Span, SpanContext, Status, StatusC
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from turngate.service.core import (
+    AcknowledgeSteer,
     Admit,
     Admitted,
     Cancel,
@@ -39,6 +40,7 @@ from turngate.service.core import (
     Decision,
     Expire,
     Heartbeat,
+    MoveQueuedTurn,
     Queued,
     RecordInteraction,
     RecordToolCall,
@@ -47,6 +49,7 @@ from turngate.service.core import (
     ResumeQueue,
     Retire,
     SessionKey,
+    SteerTurn,
     TurnAdmitted,
     TurnSettled,
 )
@@ -193,8 +196,16 @@ def _command_fields(command: Command) -> Fields:
     match command:
         case Heartbeat() | RecordToolCall() | RecordInteraction() | Complete():
             return {"turn_id": command.turn_id, "generation": command.generation}
-        case Admit():
+        case AcknowledgeSteer():
+            return {
+                "turn_id": command.turn_id,
+                "generation": command.generation,
+                "steer_id": command.steer_id,
+            }
+        case Admit() | MoveQueuedTurn():
             return {"turn_id": command.turn_id}
+        case SteerTurn():
+            return {"turn_id": command.expected_turn_id, "steer_id": command.steer_id}
         case Cancel():
             return {"turn_id": command.expected_turn_id} if command.expected_turn_id else {}
         case ResolveInteraction() | ResumeQueue() | ClearQueue() | Expire() | Retire():
