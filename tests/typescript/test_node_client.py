@@ -58,9 +58,9 @@ async def test_npm_test_passes_admit_watch_stop_settled_against_a_real_http_list
     for transport in TRANSPORTS:
         assert f"✔ admit → watch → stop → settled ({transport})" in report, report
     assert "✔ without the token the service answers UNAUTHENTICATED" in report, report
-    assert (
-        "✔ steer → turn_steered → acknowledged → steer_ended; a queued turn moved to the head" in report
-    ), report
+    assert "✔ steer → turn_steered → acknowledged → steer_ended; a queued turn moved to the head" in report, (
+        report
+    )
     assert (
         "✔ a session token minted by a gateway watches and stops its one session, and no other" in report
     ), report
