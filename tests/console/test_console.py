@@ -31,6 +31,11 @@ async def sign_in(page: Page, token: str, fragment: str) -> None:
     await page.click("#token-form button[type=submit]")
 
 
+async def send_steer(page: Page, content: str) -> None:
+    await page.type_into("#steer-content", content)
+    await page.click("#steer-send")
+
+
 async def consecutive_seqs(page: Page) -> list[int]:
     """The timeline's seqs, each shown once and none missing (the first row is a snapshot)."""
     seqs = [int(seq) for seq in await page.attributes("#timeline li", "data-seq")]
@@ -279,8 +284,7 @@ async def test_s1_a_steer_sent_from_the_console_reaches_the_running_turn_and_its
         await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
         await page.attribute("#turn-state", "data-phase", "RUNNING")
         await page.shown("#steer-form label", "Steer turn t1")
-        await page.type_into("#steer-content", "also update the <b>changelog</b>")
-        await page.click("#steer-send")
+        await send_steer(page, "also update the <b>changelog</b>")
         outcome = await page.shown('#steer-outcome[data-outcome="steered"]')
         steer_id = re.fullmatch(r"steered: (\S+) reached t1 as event #\d+; .*", outcome.text)
         assert steer_id, outcome.text
@@ -308,8 +312,7 @@ async def test_s1_a_steer_of_a_turn_that_ended_meanwhile_changes_nothing_and_say
         await first_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
         await sign_in(page, WATCHER.token, f"project={PROJECT}&session={session_id}")
         await page.attribute("#turn-state", "data-phase", "RUNNING")
-        await page.type_into("#steer-content", "look again")
-        await page.click("#steer-send")
+        await send_steer(page, "look again")
         refused = await page.shown('#steer-outcome[data-outcome="error"]')
         assert "permission_denied" in refused.text
 
@@ -321,8 +324,7 @@ async def test_s1_a_steer_of_a_turn_that_ended_meanwhile_changes_nothing_and_say
             await page.attribute("#watch-status", "data-live", "no")
             await first_turn.aclose()
             async with sdk.runner("r1").turn(session_id, "t2"):
-                await page.type_into("#steer-content", "look again")
-                await page.click("#steer-send")
+                await send_steer(page, "look again")
                 mismatch = await page.shown('#steer-outcome[data-outcome="mismatch"]')
                 assert mismatch.text == (
                     "mismatch (ACTIVE_TURN_MISMATCH): t1 is not running (it ended COMPLETED) "

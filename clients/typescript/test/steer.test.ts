@@ -18,26 +18,15 @@ import {
   type MoveQueuedTurnRequest,
   type SteerTurnRequest,
 } from "../src/index.js";
-import { NO_WAIT, PROJECT, refusal, SESSION, turngateWith } from "./fakes.js";
+import { answering, NO_WAIT, PROJECT, refusal, SESSION } from "./fakes.js";
 
-/** A Turngate whose SteerTurn answers `answers` in turn (a ConnectError is thrown), and the
- * requests it received. */
-function steerAnswering(...answers: (MessageInitShape<typeof SteerTurnResponseSchema> | ConnectError)[]) {
-  const requests: SteerTurnRequest[] = [];
-  const turngate = turngateWith((router) =>
-    router.service(ControlService, {
-      steerTurn(request) {
-        requests.push(request);
-        const answer = answers.shift();
-        if (answer instanceof ConnectError) {
-          throw answer;
-        }
-        return create(SteerTurnResponseSchema, answer);
-      },
-    }),
+/** A Turngate whose SteerTurn answers `answers` in turn, and the requests it received. */
+const steerAnswering = (...answers: (MessageInitShape<typeof SteerTurnResponseSchema> | ConnectError)[]) =>
+  answering<SteerTurnRequest, typeof SteerTurnResponseSchema>(
+    SteerTurnResponseSchema,
+    answers,
+    (router, steerTurn) => router.service(ControlService, { steerTurn }),
   );
-  return { turngate, requests };
-}
 
 /** JSON of a result with its int64s (bigints) as strings, as a log or a page would print it. */
 const json = (value: unknown): string =>
@@ -68,28 +57,16 @@ describe("Steer's typed outcomes", () => {
   });
 
   it("a steer of a turn that is not running: mismatch, saying where each turn is", async () => {
-    const { turngate } = steerAnswering({
-      outcome: {
-        case: "mismatch",
-        value: {
-          expectedTurnId: "t1",
-          reason: ErrorReason.ACTIVE_TURN_MISMATCH,
-          currentTurnId: "t2",
-          currentPhase: TurnPhase.RUNNING,
-          expectedPhase: TurnPhase.SETTLED,
-          expectedOutcome: TurnOutcome.COMPLETED,
-        },
-      },
-    });
-    assert.deepEqual(await turngate.steer(SESSION, "t1", "more"), {
-      outcome: "mismatch",
+    const mismatch = {
       expectedTurnId: "t1",
       reason: ErrorReason.ACTIVE_TURN_MISMATCH,
       currentTurnId: "t2",
       currentPhase: TurnPhase.RUNNING,
       expectedPhase: TurnPhase.SETTLED,
       expectedOutcome: TurnOutcome.COMPLETED,
-    });
+    };
+    const { turngate } = steerAnswering({ outcome: { case: "mismatch", value: mismatch } });
+    assert.deepEqual(await turngate.steer(SESSION, "t1", "more"), { outcome: "mismatch", ...mismatch });
   });
 
   it("the ENQUEUE fallback: queued, the turn the steer became, admitted at once on an idle session", async () => {
@@ -153,24 +130,14 @@ describe("Steer's typed outcomes", () => {
 });
 
 describe("moving a queued turn", () => {
-  function moveAnswering(
+  const moveAnswering = (
     ...answers: (MessageInitShape<typeof MoveQueuedTurnResponseSchema> | ConnectError)[]
-  ) {
-    const requests: MoveQueuedTurnRequest[] = [];
-    const turngate = turngateWith((router) =>
-      router.service(ControlService, {
-        moveQueuedTurn(request) {
-          requests.push(request);
-          const answer = answers.shift();
-          if (answer instanceof ConnectError) {
-            throw answer;
-          }
-          return create(MoveQueuedTurnResponseSchema, answer);
-        },
-      }),
+  ) =>
+    answering<MoveQueuedTurnRequest, typeof MoveQueuedTurnResponseSchema>(
+      MoveQueuedTurnResponseSchema,
+      answers,
+      (router, moveQueuedTurn) => router.service(ControlService, { moveQueuedTurn }),
     );
-    return { turngate, requests };
-  }
 
   it("to the head, guarded by the queue's version: the queue after it and its new version", async () => {
     const { turngate, requests } = moveAnswering(refusal(Code.Unavailable, "WRITE_OUTCOME_UNKNOWN"), {
