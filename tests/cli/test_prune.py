@@ -105,12 +105,15 @@ async def test_prune_deletes_the_history_settled_before_when_and_prints_what_it_
     assert (ran.code, ran.err) == (0, "")
     [line] = ran.lines
     assert line.startswith(
-        "pruned 1 turns, 1 tool calls, 0 interactions and 4 session events settled or written before "
+        "pruned 1 turns, 1 tool calls, 0 interactions, 0 steers and 4 session events "
+        "settled or written before "
     )
     assert await turn_ids(history) == {"stuck", "new"}  # the running turn stays, however old
 
     again = await turngate.run("prune", "--before", "1d", "--store", history)
-    assert again.lines[0].startswith("pruned 0 turns, 0 tool calls, 0 interactions and 0 session events")
+    assert again.lines[0].startswith(
+        "pruned 0 turns, 0 tool calls, 0 interactions, 0 steers and 0 session events"
+    )
 
 
 async def test_a_dry_run_prints_what_prune_would_delete_and_deletes_nothing(
@@ -127,7 +130,9 @@ async def test_a_dry_run_prints_what_prune_would_delete_and_deletes_nothing(
     ran = await turngate.run("prune", "--before", "36h", "--dry-run", "--store", url)
 
     assert ran.code == 0, ran.err
-    assert ran.lines[0].startswith("would prune 1 turns, 1 tool calls, 0 interactions and 4 session events")
+    assert ran.lines[0].startswith(
+        "would prune 1 turns, 1 tool calls, 0 interactions, 0 steers and 4 session events"
+    )
     assert dump(tmp_path / "history.db") == before
 
 
@@ -139,7 +144,8 @@ async def test_prune_takes_an_iso_time_in_utc_and_names_it(turngate: Turngate, t
 
     assert ran.code == 0, ran.err
     assert ran.lines == [
-        "pruned 0 turns, 0 tool calls, 0 interactions and 0 session events settled or written before "
+        "pruned 0 turns, 0 tool calls, 0 interactions, 0 steers and 0 session events "
+        "settled or written before "
         "2020-01-31T12:00:00Z"
     ]
 

@@ -16,7 +16,7 @@ from sqlalchemy import event, func, make_url, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ClauseElement
 
-from tests.support.commands import KEY, admit, enqueue, open_call, stop
+from tests.support.commands import KEY, STEERED_TURNS, admit, enqueue, open_call, play_steers, stop
 from turngate.service.core import (
     Complete,
     RecordInteraction,
@@ -26,7 +26,7 @@ from turngate.service.core import (
 )
 from turngate.service.ledger.prune import Pruned, deletion, oldest_events, oldest_turns, prunable, prune
 from turngate.service.sql.engine import make_engine
-from turngate.service.sql.tables import interactions, session_events, tool_calls, turns
+from turngate.service.sql.tables import interactions, session_events, steers, tool_calls, turns
 from turngate.service.store.sql import SqlStore
 
 OTHER = SessionKey("project", "other")
@@ -69,11 +69,11 @@ async def event_turn_ids(engine: AsyncEngine) -> set[str]:
 async def rows(engine: AsyncEngine) -> Pruned:
     """How many rows each history table holds."""
     async with engine.connect() as conn:
-        counts = [
-            (await conn.execute(select(func.count()).select_from(table))).scalar_one()
-            for table in (turns, tool_calls, interactions, session_events)
-        ]
-    return Pruned(*counts)
+        counts = {
+            table.name: (await conn.execute(select(func.count()).select_from(table))).scalar_one()
+            for table in (turns, tool_calls, interactions, steers, session_events)
+        }
+    return Pruned(**counts)
 
 
 async def test_prune_deletes_turns_settled_before_the_cutoff_with_their_calls_interactions_and_events(
@@ -120,6 +120,21 @@ async def test_prune_never_deletes_a_running_or_stopping_turn_nor_its_events_how
 
     assert (again.turns, again.tool_calls) == (2, 1)
     assert await rows(engine) == Pruned()
+
+
+async def test_s2_prune_deletes_a_settled_turns_steers_with_it_never_an_unsettled_turns(
+    store: SqlStore, engine: AsyncEngine
+) -> None:
+    await play_steers(store, KEY)  # s1 and c settled, with 4 steers and 1; e running, with 1
+    steered = {turn_id: await store.ledger.get_turn(KEY, turn_id) for turn_id in STEERED_TURNS}
+    assert [len(view.steers) if view else None for view in steered.values()] == [4, 1, 1]
+
+    pruned = await prune(engine, await store.now())
+
+    assert (pruned.turns, pruned.steers) == (2, 5)
+    running = await store.ledger.get_turn(KEY, "e")
+    assert running == steered["e"]
+    assert (await rows(engine)).steers == 1
 
 
 async def test_a_queued_turn_that_left_the_queue_before_the_cutoff_is_pruned_like_a_settled_one(
@@ -264,6 +279,9 @@ _FILL = (
     """INSERT INTO interactions (project_id, session_id, generation, interaction_id, turn_id, kind, status,
     resolution, opened_at, opened_seq) SELECT 'p', 's' || (i % 500), i, 'a', 't' || i, 'k', 1, '', i, i
     FROM generate_series(1, 20000) AS i""",
+    """INSERT INTO steers (project_id, session_id, generation, steer_id, turn_id, status, sent_at, content,
+    content_type, requeued, opened_seq) SELECT 'p', 's' || (i % 500), i, 's', 't' || i, 2, i, 'go',
+    'text/plain', false, i FROM generate_series(1, 20000) AS i""",
     """INSERT INTO session_events (project_id, session_id, epoch, seq, time, kind, turn_id, body)
     SELECT 'p', 's' || (i % 500), 1, i, CASE WHEN i <= 100 THEN i ELSE 1000000000000 + i END, 'k',
     't' || i, '{}' FROM generate_series(1, 50000) AS i""",
@@ -311,6 +329,7 @@ async def test_the_prune_finds_what_it_deletes_by_index_and_deletes_each_row_by_
         (turns, turn_keys),
         (tool_calls, turn_keys),
         (interactions, turn_keys),
+        (steers, turn_keys),
         (session_events, event_keys),
     ):
         statement, params = deletion(dialect, table, keys)

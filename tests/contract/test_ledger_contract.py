@@ -6,9 +6,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from tests.support.commands import QUEUE_HISTORY, play_a_queue
+from tests.support.commands import QUEUE_HISTORY, STEERED_TURNS, play_a_queue, play_steers
 from turngate.service.core import (
     Admit,
     Admitted,
@@ -20,11 +20,15 @@ from turngate.service.core import (
     Heartbeat,
     HeartbeatReply,
     InteractionStatus,
+    QueueReordered,
     RecordInteraction,
     RecordToolCall,
     ResolveInteraction,
     SessionKey,
     SettledBy,
+    SteerEnded,
+    SteerStatus,
+    SteerTurn,
     ToolCallStatus,
     TurnAdmitted,
     TurnDequeued,
@@ -32,14 +36,15 @@ from turngate.service.core import (
     TurnPhase,
     TurnQueued,
     TurnSettled,
+    TurnSteered,
 )
 from turngate.service.core.replies import Cancelled, Refusal
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.record import record, record_sessions
 from turngate.service.ledger.replay import replay
-from turngate.service.ports.history import InteractionView, ToolCallView, TurnView
+from turngate.service.ports.history import InteractionView, SteerView, ToolCallView, TurnView
 from turngate.service.sql.engine import make_engine
-from turngate.service.sql.tables import metadata
+from turngate.service.sql.tables import metadata, session_events, steers
 from turngate.service.store.sql import SqlStore
 
 SECOND = 1_000_000
@@ -187,6 +192,7 @@ async def test_i4_stop_before_start_is_logged_but_makes_no_turn_row(store: SqlSt
 
 async def test_ledger_record_is_idempotent(store: SqlStore, database_url: str) -> None:
     await run_a_stopped_turn(store)
+    await play_steers(store, KEY)
     events = await store.events_after(KEY, 0, 100)
     engine = make_engine(database_url)
     before = await ledger_rows(engine)
@@ -241,6 +247,7 @@ async def test_recording_many_sessions_at_once_writes_what_recording_each_commit
     # A second turn, so that one session's batch holds writes of every kind more than once.
     await play_a_turn_to_completion(store, "t2")
     await play_a_queue(store, KEY)
+    await play_steers(store, KEY)
     events = await store.events_after(KEY, 0, 100)
     engine = make_engine(database_url)
     copies = [SessionKey("batched", "a"), SessionKey("batched", "b")]
@@ -290,15 +297,21 @@ async def test_a_turn_replayed_from_events_equals_the_ledgers_once_it_has_record
     await store.apply(KEY, Cancel("t3", "first", False, "", 30 * SECOND, 600 * SECOND))
     await store.apply(KEY, Cancel("t3", "then forced", True, "", 30 * SECOND, 600 * SECOND))
     await play_a_queue(store, KEY, TRACEPARENT)
+    await play_steers(store, KEY)
+    steered = (await store.load(KEY)).active
+    assert steered is not None
+    await store.apply(KEY, Complete(steered.turn_id, steered.generation, TurnOutcome.COMPLETED))
     running = await admit(store, "t4")
     await store.apply(
         KEY, RecordToolCall("t4", running.generation, "c1", "read", ToolCallStatus.FAILED, "gone")
     )
     await store.apply(KEY, RecordInteraction("t4", running.generation, "i1", "approval"))
-    events = await store.events_after(KEY, 0, 100)
-    turn_ids = ("t1", "t2", "t3", *QUEUE_HISTORY, "t4")
+    running_steer = await store.apply(KEY, SteerTurn("t4", "g", "say g"))
+    assert running_steer.events
+    events = await store.events_after(KEY, 0, 200)
+    turn_ids = ("t1", "t2", "t3", *QUEUE_HISTORY, *STEERED_TURNS, "t4")
     whole = {turn_id: await store.ledger.get_turn(KEY, turn_id) for turn_id in turn_ids}
-    listed = await store.ledger.list_turns(KEY, None, 10)
+    listed = await store.ledger.list_turns(KEY, None, 20)
     assert {view.turn_id: view for view in replay(KEY, (), events).values()} == whole
     engine = make_engine(database_url)
     ledger = Ledger(engine)
@@ -314,9 +327,9 @@ async def test_a_turn_replayed_from_events_equals_the_ledgers_once_it_has_record
             assert [view for view in turns.values() if view.turn_id == turn_id] == [whole[turn_id]], (
                 f"{turn_id} recorded up to event {recorded}"
             )
-        page = replay(lagging, await ledger.list_turns(lagging, None, 10), events[replayed_from:])
+        page = replay(lagging, await ledger.list_turns(lagging, None, 20), events[replayed_from:])
         newest_first = sorted(page.values(), key=lambda view: view.generation, reverse=True)
-        assert [replace(view, tool_calls=(), interactions=()) for view in newest_first] == listed
+        assert [replace(view, tool_calls=(), interactions=(), steers=()) for view in newest_first] == listed
     await engine.dispose()
 
 
@@ -380,3 +393,69 @@ async def test_the_rows_of_turns_that_waited_say_how_each_left_the_queue_and_how
         "q3",
         "q1",
     ], "by generation: each turn took one as it left the queue (promoted, cancelled or expired)"
+
+
+async def test_s2_each_steer_end_is_a_ledger_row_and_get_turn_lists_the_steers_in_the_order_they_came(
+    store: SqlStore,
+) -> None:
+    """A steer is a row from the moment it is sent (PENDING, with its content), and its one end
+    updates that row; the content stays: history is where it is kept once the steer ended."""
+    await play_steers(store, KEY)
+    events = await store.events_after(KEY, 0, 100)
+    sent = {e.body.steer_id: e.time for e in events if isinstance(e.body, TurnSteered)}
+    ended = {e.body.steer_id: e.time for e in events if isinstance(e.body, SteerEnded)}
+
+    turns = {turn_id: await store.ledger.get_turn(KEY, turn_id) for turn_id in STEERED_TURNS}
+
+    assert {turn_id: view.steers if view else None for turn_id, view in turns.items()} == {
+        "s1": (
+            SteerView("a", SteerStatus.CONSUMED, sent["a"], ended["a"], "say a", "text/plain", False),
+            SteerView("b", SteerStatus.DECLINED, sent["b"], ended["b"], "say b", "text/plain", False),
+            SteerView("c", SteerStatus.UNCONSUMED, sent["c"], ended["c"], "say c", "text/plain", True),
+            SteerView("d", SteerStatus.UNCONSUMED, sent["d"], ended["d"], "say d", "text/plain", False),
+        ),
+        "c": (
+            SteerView(
+                "x", SteerStatus.EXPIRED, sent["x"], ended["x"], '{"say": "x"}', "application/json", False
+            ),
+        ),
+        "e": (SteerView("f", SteerStatus.PENDING, sent["f"], None, "say f", "text/plain", False),),
+    }, "a turn a steer became lists the steers sent to it, not the one it came from"
+    assert all(view.steers == () for view in await store.ledger.list_turns(KEY, None, 10))
+
+
+async def test_s2_record_writes_a_steer_pending_then_its_one_end_and_a_reorder_only_to_the_log(
+    database_url: str,
+) -> None:
+    """record() itself, event by event: TurnSteered inserts the row, SteerEnded ends it once (a
+    later end, or the steer sent again, changes nothing), QueueReordered is only a session event."""
+    gen = 7
+    engine = make_engine(database_url)
+    async with engine.begin() as conn:
+        await record(conn, KEY, [Event(1, 100, TurnAdmitted("t1", "runner", gen, 100, 900))])
+        await record(conn, KEY, [Event(2, 200, TurnSteered("t1", gen, "s", "go left", "text/plain", 800))])
+        pending = await steer_rows_in(conn)
+        await record(conn, KEY, [Event(3, 300, SteerEnded("t1", gen, "s", SteerStatus.CONSUMED))])
+        await record(
+            conn,
+            KEY,
+            [
+                Event(2, 200, TurnSteered("t1", gen, "s", "go left", "text/plain", 800)),
+                Event(4, 400, SteerEnded("t1", gen, "s", SteerStatus.UNCONSUMED, requeued=True)),
+                Event(5, 500, QueueReordered(("q2", "q1"), "q2")),
+            ],
+        )
+        ended = await steer_rows_in(conn)
+        kinds = [
+            row.kind for row in await conn.execute(select(session_events).order_by(session_events.c.seq))
+        ]
+    await engine.dispose()
+
+    assert pending == [(gen, "s", "t1", SteerStatus.PENDING, 200, None, "go left", "text/plain", False, 2)]
+    assert ended == [(gen, "s", "t1", SteerStatus.CONSUMED, 200, 300, "go left", "text/plain", False, 2)]
+    assert kinds == ["turn_admitted", "turn_steered", "steer_ended", "steer_ended", "queue_reordered"]
+
+
+async def steer_rows_in(conn: AsyncConnection) -> list[tuple[object, ...]]:
+    """The steers rows, without the session's key."""
+    return [tuple(row)[2:] for row in await conn.execute(select(steers).order_by(*steers.primary_key))]

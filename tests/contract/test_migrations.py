@@ -21,12 +21,15 @@ from turngate.service.core import (
     Admit,
     Admitted,
     Complete,
+    Event,
     Session,
     SessionKey,
+    SteerStatus,
+    SteerTurn,
     TurnOutcome,
     decide,
 )
-from turngate.service.ledger.record import Write, ledger_write
+from turngate.service.ledger.record import Write, ledger_write, record
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import alembic_config, is_migrated, migrate
@@ -154,15 +157,21 @@ def columns_of(revision_table: Table, *left_out: str) -> TableClause:
     )
 
 
+def a_completed_turn() -> tuple[int, list[Event]]:
+    """Turn t1 admitted and completed a second later: its generation and events."""
+    admitted = decide(Session(), Admit("t1", "runner", 20 * SECOND), ADMITTED_AT)
+    assert isinstance(admitted.reply, Admitted)
+    generation = admitted.reply.generation
+    completed = decide(
+        admitted.state, Complete("t1", generation, TurnOutcome.COMPLETED), ADMITTED_AT + SECOND
+    )
+    return generation, [*admitted.events, *completed.events]
+
+
 async def test_0005_turns_recorded_before_it_never_waited_and_turns_that_wait_are_recorded_after_it(
     blank_database_url: str,
 ) -> None:
-    admitted = decide(Session(), Admit("t1", "runner", 20 * SECOND), ADMITTED_AT)
-    assert isinstance(admitted.reply, Admitted)
-    completed = decide(
-        admitted.state, Complete("t1", admitted.reply.generation, TurnOutcome.COMPLETED), ADMITTED_AT + SECOND
-    )
-    events = [*admitted.events, *completed.events]
+    generation, events = a_completed_turn()
     await migrate_url_to(blank_database_url, "0004")
     engine = make_engine(blank_database_url)
     async with engine.begin() as conn:
@@ -176,9 +185,7 @@ async def test_0005_turns_recorded_before_it_never_waited_and_turns_that_wait_ar
             else:
                 await conn.execute(
                     update(turns)
-                    .where(
-                        turns.c.session_id == KEY.session_id, turns.c.generation == admitted.reply.generation
-                    )
+                    .where(turns.c.session_id == KEY.session_id, turns.c.generation == generation)
                     .values(**{k: v for k, v in row.items() if not k.startswith("key_")})
                 )
     await engine.dispose()
@@ -236,6 +243,35 @@ async def test_0006_sessions_written_before_it_count_as_active_while_a_turn_hold
             SessionKey(KEY.project_id, "held"), Complete("t1", held.reply.generation, TurnOutcome.COMPLETED)
         )
         assert await store.count_active() == 0
+    finally:
+        await store.close()
+
+
+async def test_0009_turns_recorded_before_it_have_no_steers_and_steers_are_recorded_after_it(
+    blank_database_url: str,
+) -> None:
+    _, events = a_completed_turn()
+    await migrate_url_to(blank_database_url, "0008")
+    engine = make_engine(blank_database_url)
+    async with engine.begin() as conn:  # no steer events then: 0008's tables take these writes
+        await record(conn, KEY, events)
+    await engine.dispose()
+
+    await migrate(blank_database_url)
+
+    store = open_store(blank_database_url)
+    try:
+        before = await store.ledger.get_turn(KEY, "t1")
+        assert before is not None
+        assert (before.outcome, before.steers) == (TurnOutcome.COMPLETED, ())
+        running = await store.apply(KEY, Admit("t2", "runner", 20 * SECOND))
+        assert isinstance(running.reply, Admitted)
+        await store.apply(KEY, SteerTurn("t2", "s1", "go left"))
+        after = await store.ledger.get_turn(KEY, "t2")
+        assert after is not None
+        assert [(s.steer_id, s.status, s.content) for s in after.steers] == [
+            ("s1", SteerStatus.PENDING, "go left")
+        ]
     finally:
         await store.close()
 

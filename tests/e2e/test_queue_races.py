@@ -21,6 +21,7 @@ from tests.support.calls import (
     enqueue,
     events_after,
     forced,
+    gate_for,
     gated,
     head_of,
     heartbeat,
@@ -34,7 +35,7 @@ from tests.support.calls import (
 )
 from tests.support.servers import Client
 from tests.support.watching import collect, collect_until, dequeues, turn_of, watch
-from turngate.service.core import Admit, Cancel, ClearQueue, Command, Complete, Expire, ResumeQueue
+from turngate.service.core import Admit, Cancel, ClearQueue, Complete, Expire, ResumeQueue
 from turngate.service.server import TurngateServer
 from turngate.v1 import turngate_pb2 as pb
 
@@ -48,11 +49,6 @@ ORDERS = {
 UNFORCED_SESSIONS = 10
 # A queued turn's wait that the watchdog lets run out (the shortest the contract allows).
 SHORT_WAIT_S = 1.0
-
-
-def gate_for(session: pb.SessionRef, held: tuple[str, ...], commands: dict[str, type[Command]]) -> Gate:
-    """Holds one write of each held call's command on `session`."""
-    return Gate(session, {commands[name]: 1 for name in held})
 
 
 def about(log: list[pb.SessionEvent], turn_id: str) -> list[str]:

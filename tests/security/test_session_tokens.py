@@ -206,6 +206,28 @@ async def test_a_token_minted_with_allow_stop_clears_its_sessions_queue_and_a_wa
     assert cleared.active_turn_id == "t1"
 
 
+async def test_a_token_minted_with_allow_stop_may_neither_steer_nor_move_the_queue(
+    keyed: TurngateServer,
+) -> None:
+    """No scope grants SteerTurn or MoveQueuedTurn: a page steers through its gateway."""
+    session = pb.SessionRef(project_id=PROJECT_A, session_id=f"s-{uuid.uuid4().hex[:12]}")
+    async with client_as(keyed.port, bearer(RUNNER_A)) as runner:
+        await admit(runner, session, "t1")
+        await admit(runner, session, "t2", mode=pb.ADMISSION_MODE_ENQUEUE)
+    stopping = await mint(keyed.port, session, allow_stop=True, ttl=60)
+    steer = pb.SteerTurnRequest(session=session, expected_turn_id="t1", steer_id="s1", content="go")
+    async with client_as(keyed.port, with_bearer(stopping.token)) as page:
+        denials = [
+            await refused(page.control.SteerTurn(steer)),
+            await refused(
+                page.control.MoveQueuedTurn(pb.MoveQueuedTurnRequest(session=session, turn_id="t2"))
+            ),
+        ]
+        current = (await page.sessions.GetSession(pb.GetSessionRequest(session=session))).snapshot
+    assert [denial.code for denial in denials] == [grpc.StatusCode.PERMISSION_DENIED] * 2
+    assert list(current.active.pending_steer_ids) == []
+
+
 async def test_an_admin_mints_for_any_project(keyed: TurngateServer) -> None:
     theirs = pb.SessionRef(project_id=PROJECT_B, session_id="s1")
     minted = await mint(keyed.port, theirs, minter=ADMIN)

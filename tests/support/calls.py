@@ -342,6 +342,9 @@ _CODES = {
     "SESSION_QUEUE_FULL": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "SESSION_QUEUE_PAUSED": grpc.StatusCode.ABORTED,
     "ACTIVE_TURN_MISMATCH": grpc.StatusCode.FAILED_PRECONDITION,
+    "STEER_NOT_FOUND": grpc.StatusCode.FAILED_PRECONDITION,
+    "QUEUE_VERSION_MISMATCH": grpc.StatusCode.ABORTED,
+    "TURN_NOT_QUEUED": grpc.StatusCode.FAILED_PRECONDITION,
 }
 # The refusals that carry RetryInfo: the session frees on its own, at the active turn's deadline
 # at the latest. (SESSION_QUEUE_PAUSED is ABORTED too, but waits for a ResumeQueue.)
@@ -413,6 +416,11 @@ class Gate:
 
     def open(self) -> None:
         self._open.set()
+
+
+def gate_for(session: pb.SessionRef, held: tuple[str, ...], commands: Mapping[str, type[Command]]) -> Gate:
+    """Holds one write of each held call's command on `session`."""
+    return Gate(session, {commands[name]: 1 for name in held})
 
 
 async def forced(

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from tests.support.stores import wait_past
 from turngate.service.core import (
+    AcknowledgeSteer,
     AdmissionMode,
     Admit,
     Admitted,
     Cancel,
     Complete,
+    Expire,
     QueueAction,
     Queued,
     RecordToolCall,
     SessionKey,
+    SteerFallback,
+    SteerStatus,
+    SteerTurn,
     ToolCallStatus,
     TurnOutcome,
 )
@@ -67,3 +72,32 @@ async def play_a_queue(store: Store, key: SessionKey, traceparent: str = "") -> 
     assert promoted.turn_id == "q2"
     await store.apply(key, stop("q2", queue=QueueAction.CLEAR))
     await store.apply(key, Complete("q2", promoted.generation, TurnOutcome.CANCELLED))
+
+
+# The turn ids of `play_steers`: s1's unconsumed steer "c" requeued becomes turn c; "e", sent to
+# s1 once it settled with the ENQUEUE fallback, becomes turn e, left running with steer "f" pending.
+STEERED_TURNS = ("s1", "c", "e")
+
+
+async def play_steers(store: Store, key: SessionKey) -> None:
+    """On an idle session, steers that end each way (S2): s1 is steered "a" (consumed), "b"
+    (declined), "c" (with requeue) and "d"; its end finds c and d unconsumed, and c, requeued, is
+    promoted as turn c; c's steer "x" expires; then "e" names the settled s1 with the ENQUEUE
+    fallback (S7) and runs as turn e, steered "f", which stays pending."""
+    s1 = await admit(store, key, "s1")
+    for steer_id in ("a", "b", "c", "d"):
+        await store.apply(key, SteerTurn("s1", steer_id, f"say {steer_id}", requeue=steer_id == "c"))
+    await store.apply(key, AcknowledgeSteer("s1", s1.generation, "a", SteerStatus.CONSUMED))
+    await store.apply(key, AcknowledgeSteer("s1", s1.generation, "b", SteerStatus.DECLINED))
+    await store.apply(key, Complete("s1", s1.generation, TurnOutcome.COMPLETED))
+    c = (await store.load(key)).active
+    assert c is not None
+    assert c.turn_id == "c"
+    await store.apply(key, SteerTurn("c", "x", '{"say": "x"}', "application/json", steer_wait=SECOND // 4))
+    x = (await store.load(key)).active
+    assert x is not None
+    await wait_past(store, x.steers["x"].expires_at)
+    await store.apply(key, Expire())
+    await store.apply(key, Complete("c", c.generation, TurnOutcome.COMPLETED))
+    await store.apply(key, SteerTurn("s1", "e", "say e", fallback=SteerFallback.ENQUEUE))
+    await store.apply(key, SteerTurn("e", "f", "say f"))

@@ -93,6 +93,12 @@ def turn_of(event: pb.SessionEvent) -> str:
             return event.queue_paused.turn_id
         case "queue_resumed":
             return event.queue_resumed.turn_id
+        case "turn_steered":
+            return event.turn_steered.turn_id
+        case "steer_ended":
+            return event.steer_ended.turn_id
+        case "queue_reordered":  # the turn that moved
+            return event.queue_reordered.moved_turn_id
     return ""
 
 

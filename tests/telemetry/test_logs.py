@@ -93,6 +93,28 @@ async def test_each_state_change_is_one_json_object(
     assert settled["generation"] == admitted["generation"]
 
 
+async def test_a_steer_and_its_end_are_one_line_each(
+    traced: tuple[TurngateServer, Client],
+    session: pb.SessionRef,
+    written: tuple[io.StringIO, logging.Handler],
+) -> None:
+    out, handler = written
+    handler.setFormatter(TextFormatter())
+    client = traced[1]
+    lease = (await admit(client, session)).lease
+    await client.control.SteerTurn(
+        pb.SteerTurnRequest(session=session, expected_turn_id="t1", steer_id="s1", content="go")
+    )
+    await client.admission.AcknowledgeSteer(
+        pb.AcknowledgeSteerRequest(lease=lease, steer_id="s1", status=pb.STEER_STATUS_CONSUMED)
+    )
+    _, steered, ended = out.getvalue().splitlines()
+    assert f"turn_steered project_id=p-telemetry session_id={session.session_id} seq=2 turn_id=t1 " in steered
+    assert f" generation={lease.generation} steer_id=s1" in steered
+    assert " steer_ended " in ended
+    assert f" generation={lease.generation} steer_id=s1 status=CONSUMED requeued=false" in ended
+
+
 async def test_serve_writes_every_line_as_json_with_turngate_log_format_json(
     tmp_path: Path, session: pb.SessionRef
 ) -> None:

@@ -139,6 +139,7 @@ async def test_rows_history_retention_pruned_are_counted_by_table(
             labels(table="turns"): 1,
             labels(table="tool_calls"): 1,
             labels(table="interactions"): 0,
+            labels(table="steers"): 0,
             labels(table="session_events"): 4,
         }
 
@@ -223,6 +224,61 @@ async def test_each_queue_instrument_moves_as_documented_and_active_turns_leave_
         }
         assert waited["expired"] >= 1.0, "it waited its max_queue_wait"
         assert all(seconds > 0 for seconds in waited.values())
+
+
+STEER_ENDS = [
+    labels(status="CONSUMED", requeued=False),
+    labels(status="DECLINED", requeued=False),
+    labels(status="EXPIRED", requeued=False),
+    labels(status="UNCONSUMED", requeued=True),
+]
+STEER_QUEUED = labels(mode="STEER")
+
+
+def steer_counts(recorded: Recorded) -> dict[Labels, float]:
+    found = {at: recorded.value("turngate.steers", at) for at in STEER_ENDS}
+    found[STEER_QUEUED] = recorded.value("turngate.queue.depth", STEER_QUEUED, "count")
+    return found
+
+
+async def test_steers_are_counted_by_how_they_end_and_a_turn_a_steer_became_joins_the_queue_as_steer(
+    installed: Recorded, own_server: OwnServer, session: pb.SessionRef
+) -> None:
+    async with own_server(steer_wait=1.0) as (_, client):
+        before = steer_counts(installed)
+        lease = (await admit(client, session, "t1")).lease
+
+        async def steer(steer_id: str, *, requeue: bool = False) -> None:
+            await client.control.SteerTurn(
+                pb.SteerTurnRequest(
+                    session=session,
+                    expected_turn_id="t1",
+                    steer_id=steer_id,
+                    content="go",
+                    requeue_unconsumed=requeue,
+                )
+            )
+
+        async def acknowledge(steer_id: str, status: pb.SteerStatus.ValueType) -> None:
+            await client.admission.AcknowledgeSteer(
+                pb.AcknowledgeSteerRequest(lease=lease, steer_id=steer_id, status=status)
+            )
+
+        await steer("s-expires")  # expired by the watchdog after the 1 s steer wait
+        expired = labels(status="EXPIRED", requeued=False)
+        await eventually(lambda: installed.value("turngate.steers", expired) > before[expired])
+        await steer("s-consumed")
+        await acknowledge("s-consumed", pb.STEER_STATUS_CONSUMED)
+        await steer("s-declined")
+        await acknowledge("s-declined", pb.STEER_STATUS_DECLINED)
+        await steer("s-requeued", requeue=True)
+        await complete(client, lease)  # unconsumed, requeued: a turn that joins the queue
+
+        after = steer_counts(installed)
+        assert {at: after[at] - before[at] for at in after} == {
+            **{at: 1 for at in STEER_ENDS},
+            STEER_QUEUED: 1,
+        }
 
 
 def called(service: str, method: str, code: grpc.StatusCode) -> Labels:

@@ -199,6 +199,91 @@ def test_resume_queue_becomes_a_resume_with_the_policys_memory() -> None:
     )
 
 
+STEERING = Policy(
+    lease_ttl=20 * SECOND,
+    stop_grace=30 * SECOND,
+    tombstone_ttl=600 * SECOND,
+    queue_wait=300 * SECOND,
+    max_queue_depth=8,
+    max_steer_bytes=8,
+    max_steers_per_turn=4,
+    steer_wait=60 * SECOND,
+)
+
+
+def test_steer_becomes_a_steer_with_the_policys_bounds_wait_memory_and_queue() -> None:
+    request = pb.SteerTurnRequest(
+        session=REF,
+        expected_turn_id="t1",
+        steer_id="s1",
+        content="12345678",
+        request_id="q1",
+        fallback=pb.STEER_FALLBACK_ENQUEUE,
+        requeue_unconsumed=True,
+    )
+    assert parse.steer(request, STEERING) == (
+        KEY,
+        core.SteerTurn(
+            "t1",
+            "s1",
+            "12345678",
+            "text/plain",
+            core.SteerFallback.ENQUEUE,
+            requeue=True,
+            request_id="q1",
+            steer_wait=60 * SECOND,
+            max_steers=4,
+            tombstone_ttl=600 * SECOND,
+            max_queue_wait=300 * SECOND,
+            max_queue_depth=8,
+            lease_ttl=20 * SECOND,
+        ),
+    )
+    json = pb.SteerTurnRequest(
+        session=REF, expected_turn_id="t1", steer_id="s1", content="{}", content_type="application/json"
+    )
+    _, command = parse.steer(json, STEERING)
+    assert (command.content_type, command.fallback, command.requeue) == (
+        "application/json",
+        core.SteerFallback.REJECT,
+        False,
+    )
+    too_long = pb.SteerTurnRequest(session=REF, expected_turn_id="t1", steer_id="s1", content="é" * 5)
+    assert refused(lambda: parse.steer(too_long, STEERING)) == [
+        ("content", "must be at most 8 bytes of UTF-8 (got 10)")
+    ]
+
+
+def test_acknowledge_steer_takes_consumed_or_declined_only() -> None:
+    for status in (core.SteerStatus.CONSUMED, core.SteerStatus.DECLINED):
+        request = pb.AcknowledgeSteerRequest(
+            lease=LEASE, steer_id="s1", status=pb.SteerStatus.ValueType(status)
+        )
+        assert parse.acknowledge_steer(request, "runner-a") == (
+            KEY,
+            core.AcknowledgeSteer("t1", 7, "s1", status, "runner-a"),
+        )
+    for other in (pb.STEER_STATUS_UNSPECIFIED, pb.STEER_STATUS_PENDING, pb.STEER_STATUS_EXPIRED):
+        wrong = pb.AcknowledgeSteerRequest(lease=LEASE, steer_id="s1", status=other)
+        assert refused(lambda wrong=wrong: parse.acknowledge_steer(wrong, "")) == [
+            ("status", "must be one of CONSUMED, DECLINED")
+        ]
+
+
+def test_move_queued_turn_tells_an_absent_expected_version_from_zero() -> None:
+    unguarded = pb.MoveQueuedTurnRequest(session=REF, turn_id="t3", after_turn_id="t1", request_id="q1")
+    assert parse.move_queued_turn(unguarded, POLICY) == (
+        KEY,
+        core.MoveQueuedTurn("t3", "t1", None, "q1", 600 * SECOND),
+    )
+    at_zero = pb.MoveQueuedTurnRequest(session=REF, turn_id="t3", expected_queue_version=0)
+    assert parse.move_queued_turn(at_zero, POLICY)[1].expected_queue_version == 0
+    after_itself = pb.MoveQueuedTurnRequest(session=REF, turn_id="t3", after_turn_id="t3")
+    assert refused(lambda: parse.move_queued_turn(after_itself, POLICY)) == [
+        ("after_turn_id", "must not be turn_id (empty moves it to the head)")
+    ]
+
+
 def test_the_reads_become_their_queries() -> None:
     assert parse.watch(pb.WatchSessionRequest(session=REF)) == parse.WatchQuery(KEY, 0, "")
     assert parse.watch(pb.WatchSessionRequest(session=REF, after_seq=5, turn_id="t1")) == parse.WatchQuery(
@@ -268,6 +353,21 @@ def _missing(field: str) -> Violations:
             lambda: parse.resolve_interaction(pb.ResolveInteractionRequest(), POLICY),
             [*NO_SESSION, *_missing("interaction_id")],
             id="resolve-empty",
+        ),
+        pytest.param(
+            lambda: parse.steer(pb.SteerTurnRequest(), POLICY),
+            [*NO_SESSION, *_missing("expected_turn_id"), *_missing("steer_id")],
+            id="steer-empty",
+        ),
+        pytest.param(
+            lambda: parse.acknowledge_steer(pb.AcknowledgeSteerRequest(), ""),
+            [*NO_LEASE, *_missing("steer_id"), ("status", "must be one of CONSUMED, DECLINED")],
+            id="acknowledge-steer-empty",
+        ),
+        pytest.param(
+            lambda: parse.move_queued_turn(pb.MoveQueuedTurnRequest(), POLICY),
+            [*NO_SESSION, *_missing("turn_id")],
+            id="move-queued-turn-empty",
         ),
         pytest.param(lambda: parse.watch(pb.WatchSessionRequest()), NO_SESSION, id="watch-empty"),
         pytest.param(lambda: parse.get_session(pb.GetSessionRequest()), NO_SESSION, id="get-session-empty"),

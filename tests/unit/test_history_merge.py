@@ -15,12 +15,15 @@ import pytest
 
 from tests.support.memory_store import MemoryStore
 from turngate.service.core import (
+    AcknowledgeSteer,
     Admitted,
     Event,
     Expire,
     InteractionStatus,
     SessionKey,
     SettledBy,
+    SteerStatus,
+    SteerTurn,
     ToolCallStatus,
     TurnOutcome,
     TurnPhase,
@@ -63,7 +66,7 @@ class FakeLedger:
         self._reach()
         self.pages.append((before_generation, limit))
         older = [
-            replace(view, tool_calls=(), interactions=())
+            replace(view, tool_calls=(), interactions=(), steers=())
             for view in self.rows.get(key, [])
             if before_generation is None or view.generation < before_generation
         ]
@@ -233,6 +236,25 @@ async def test_the_active_turn_has_the_documents_lease_and_every_text_its_events
     [listed] = await s.history.list_turns(KEY, None, 10)
     # ListTurns answers without calls (api/sessions.py): the rest is the same merge.
     assert listed == replace(got, tool_calls=(), interactions=())
+
+
+async def test_s2_get_turn_lists_the_steers_the_ledger_has_not_recorded_yet_and_list_turns_none() -> None:
+    s = Session()
+    lease = await s.admit("t1")
+    await s.store.apply(KEY, SteerTurn("t1", "a", "go left"))
+    await s.project()
+    await s.store.apply(KEY, AcknowledgeSteer("t1", lease.generation, "a", SteerStatus.DECLINED))
+    await s.store.apply(KEY, SteerTurn("t1", "b", "go right"))
+
+    got = await s.history.get_turn(KEY, "t1")
+
+    assert got is not None
+    assert [(v.steer_id, v.status, v.content, v.ended_at is None) for v in got.steers] == [
+        ("a", SteerStatus.DECLINED, "go left", False),
+        ("b", SteerStatus.PENDING, "go right", True),
+    ]
+    [listed] = await s.history.list_turns(KEY, None, 10)
+    assert listed == replace(got, steers=())
 
 
 async def test_while_the_ledger_is_down_a_turn_the_log_keeps_whole_is_answered_whole() -> None:

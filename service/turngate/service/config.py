@@ -150,9 +150,9 @@ class Settings(BaseSettings):
     history_retention: Seconds | None = Field(
         None, ge=_seconds(limits.MIN_HISTORY_RETENTION), le=_seconds(limits.MAX_HISTORY_RETENTION)
     )
-    """Seconds of history the SQL database keeps: settled turns (with their tool calls and
-    interactions) and session events older than this are pruned about every minute; unset: kept
-    forever (docs/deploying.md, History retention)."""
+    """Seconds of history the SQL database keeps: settled turns (with their tool calls,
+    interactions and steers) and session events older than this are pruned about every minute;
+    unset: kept forever (docs/deploying.md, History retention)."""
     watch_buffer: int = Field(1024, ge=16, le=1_000_000)
     """Events queued for one watcher before its stream ends and it must resume from its cursor."""
     migrate: bool = True

@@ -42,8 +42,8 @@ class LiveHistory:
             return state
 
     async def get_turn(self, key: SessionKey, turn_id: str) -> TurnView | None:
-        """The turn's latest generation, with its tool calls and interactions; a turn waiting in
-        the queue as the document has it (newer than any earlier turn of the same id)."""
+        """The turn's latest generation, with its tool calls, interactions and steers; a turn
+        waiting in the queue as the document has it (newer than any earlier turn of the same id)."""
         live = await self._store.unrecorded(key)
         if (waiting := live.state.queued(turn_id)) is not None:
             return turn_view(waiting[1])
@@ -59,7 +59,8 @@ class LiveHistory:
         return None if found is None else _with_lease(found, live.state)
 
     async def list_turns(self, key: SessionKey, before_generation: int | None, limit: int) -> list[TurnView]:
-        """Up to `limit` turns older than `before_generation`, newest first, without calls."""
+        """Up to `limit` turns older than `before_generation`, newest first, without calls,
+        interactions or steers."""
         live = await self._store.unrecorded(key)
         try:
             page = await self._ledger.list_turns(key, before_generation, limit)
@@ -70,7 +71,10 @@ class LiveHistory:
                 raise
         else:
             turns = _page(replay(key, page, live.events), before_generation, limit)
-        return [replace(_with_lease(view, live.state), tool_calls=(), interactions=()) for view in turns]
+        return [
+            replace(_with_lease(view, live.state), tool_calls=(), interactions=(), steers=())
+            for view in turns
+        ]
 
     async def _log(self, key: SessionKey, state: core.Session) -> _Log:
         """Every event the session's log still keeps (`state`: its document, read before)."""

@@ -13,6 +13,7 @@ from turngate.service.auth.session_tokens import Minted
 from turngate.service.core import SessionKey
 from turngate.service.ports.history import (
     InteractionView,
+    SteerView,
     ToolCallView,
     TurnView,
     interaction_view,
@@ -72,6 +73,18 @@ def interaction(view: InteractionView) -> pb.Interaction:
     )
 
 
+def steer_record(view: SteerView) -> pb.SteerRecord:
+    return pb.SteerRecord(
+        steer_id=view.steer_id,
+        status=pb.SteerStatus.ValueType(view.status),
+        sent_at=timestamp(view.sent_at),
+        ended_at=timestamp(view.ended_at),
+        content=view.content,
+        content_type=view.content_type,
+        requeued=view.requeued,
+    )
+
+
 def turn_record(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
     """A turn as history or the live document has it (snapshots, events, GetTurn, ListTurns)."""
     record = pb.TurnRecord(
@@ -97,6 +110,7 @@ def turn_record(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
     if with_calls:
         record.tool_calls.extend(tool_call(call) for call in view.tool_calls)
         record.interactions.extend(interaction(it) for it in view.interactions)
+        record.steers.extend(steer_record(steer) for steer in view.steers)
     return record
 
 

@@ -1,8 +1,8 @@
 """History retention's deletes: the history older than a cutoff, in bounded batches.
 
 What goes: settled turns whose `settled_at` is before the cutoff (a queued turn that expired or was
-cancelled is recorded settled as it leaves the queue), with their tool calls and interactions; and
-session events whose `time` is before it. What stays, however old: a turn that is not settled, and
+cancelled is recorded settled as it leaves the queue), with their tool calls, interactions and
+steers; and session events whose `time` is before it. What stays, however old: a turn that is not settled, and
 every event naming it (a queued turn has no row yet: the retention's floor, at least the longest
 queue wait, keeps its events; core/limits.py).
 
@@ -27,7 +27,7 @@ from sqlalchemy.sql import Delete
 
 from turngate.service.core import TurnPhase
 from turngate.service.sql.engine import unavailable_on_failure
-from turngate.service.sql.tables import interactions, session_events, tool_calls, turns
+from turngate.service.sql.tables import interactions, session_events, steers, tool_calls, turns
 
 # Rows one transaction takes at most.
 BATCH = 1_000
@@ -40,6 +40,7 @@ class Pruned:
     turns: int = 0
     tool_calls: int = 0
     interactions: int = 0
+    steers: int = 0
     session_events: int = 0
 
     def __add__(self, other: Pruned) -> Pruned:
@@ -79,6 +80,7 @@ async def prunable(engine: AsyncEngine, before: int) -> Pruned:
                 turns=await _count(conn, select(func.count()).where(_old_turn(before))),
                 tool_calls=await _count(conn, _children_count(tool_calls, before)),
                 interactions=await _count(conn, _children_count(interactions, before)),
+                steers=await _count(conn, _children_count(steers, before)),
                 session_events=await _count(conn, select(func.count()).where(_old_event(before))),
             )
 
@@ -129,6 +131,7 @@ async def _prune_turns(engine: AsyncEngine, before: int, batch: int) -> Pruned:
         return Pruned(
             tool_calls=await _delete(conn, tool_calls, keys),
             interactions=await _delete(conn, interactions, keys),
+            steers=await _delete(conn, steers, keys),
             turns=await _delete(conn, turns, keys),
         )
 
@@ -163,7 +166,7 @@ def deletion(
 
 
 def _children_count(table: Table, before: int) -> Select[int]:
-    """How many tool calls or interactions belong to prunable turns."""
+    """How many tool calls, interactions or steers belong to prunable turns."""
     of_turn = and_(*(table.c[name] == turns.c[name] for name in ("project_id", "session_id", "generation")))
     return select(func.count()).select_from(table.join(turns, of_turn)).where(_old_turn(before))
 

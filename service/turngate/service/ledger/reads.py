@@ -15,14 +15,15 @@ from turngate.service.core import (
     SessionKey,
     SettledBy,
     SettledTurn,
+    SteerStatus,
     ToolCallStatus,
     TurnOutcome,
     TurnPhase,
     limits,
 )
-from turngate.service.ports.history import InteractionView, ToolCallView, TurnHistory, TurnView
+from turngate.service.ports.history import InteractionView, SteerView, ToolCallView, TurnHistory, TurnView
 from turngate.service.sql.engine import unavailable_on_failure
-from turngate.service.sql.tables import interactions, tool_calls, turns
+from turngate.service.sql.tables import interactions, steers, tool_calls, turns
 
 
 class Ledger:
@@ -46,10 +47,12 @@ class Ledger:
                     return None
                 calls = await conn.execute(_children(tool_calls, key, turn.generation))
                 asked = await conn.execute(_children(interactions, key, turn.generation))
+                sent = await conn.execute(_children(steers, key, turn.generation))
         return turn_view_of(
             turn._mapping,
             tuple(tool_call_view_of(c._mapping) for c in calls),
             tuple(interaction_view_of(i._mapping) for i in asked),
+            tuple(steer_view_of(s._mapping) for s in sent),
         )
 
     async def list_turns(self, key: SessionKey, before_generation: int | None, limit: int) -> list[TurnView]:
@@ -97,7 +100,7 @@ def _turns(key: SessionKey) -> Select[Any]:
 
 
 def _children(table: Table, key: SessionKey, generation: int) -> Select[Any]:
-    """A turn's tool calls or interactions in the order they were opened."""
+    """A turn's tool calls, interactions or steers in the order they were opened (sent)."""
     return (
         select(table)
         .where(
@@ -113,7 +116,7 @@ def _children(table: Table, key: SessionKey, generation: int) -> Select[Any]:
 _PLAIN = tuple(
     f.name
     for f in fields(TurnView)
-    if f.name not in ("phase", "outcome", "settled_by", "tool_calls", "interactions")
+    if f.name not in ("phase", "outcome", "settled_by", "tool_calls", "interactions", "steers")
 )
 
 
@@ -121,8 +124,9 @@ def turn_view_of(
     row: Mapping[str, Any],
     calls: tuple[ToolCallView, ...] = (),
     asked: tuple[InteractionView, ...] = (),
+    sent: tuple[SteerView, ...] = (),
 ) -> TurnView:
-    """A `turns` row as a view, with its tool calls and interactions."""
+    """A `turns` row as a view, with its tool calls, interactions and steers."""
     return TurnView(
         **{name: row[name] for name in _PLAIN},
         phase=TurnPhase(row["phase"]),
@@ -130,6 +134,7 @@ def turn_view_of(
         settled_by=None if row["settled_by"] is None else SettledBy(row["settled_by"]),
         tool_calls=calls,
         interactions=asked,
+        steers=sent,
     )
 
 
@@ -154,4 +159,17 @@ def interaction_view_of(row: Mapping[str, Any]) -> InteractionView:
         row["resolution"],
         row["opened_at"],
         row["closed_at"],
+    )
+
+
+def steer_view_of(row: Mapping[str, Any]) -> SteerView:
+    """A `steers` row as a view."""
+    return SteerView(
+        row["steer_id"],
+        SteerStatus(row["status"]),
+        row["sent_at"],
+        row["ended_at"],
+        row["content"],
+        row["content_type"],
+        row["requeued"],
     )

@@ -2,13 +2,14 @@
 
 It runs inside the SQL store's transaction and, in redis mode, in the outbox projector, which
 may deliver a batch more than once. So every write is idempotent and monotonic: events are
-insert-or-ignore by epoch and seq, a turn's first Stop is kept, and a tool call or interaction
-leaves its open state once and never returns to it.
+insert-or-ignore by epoch and seq, a turn's first Stop is kept, a tool call or interaction
+leaves its open state once and never returns to it, and a steer is inserted once and ends once.
 
 Writes of one kind go as one executemany, the kinds in the order admit, stop, tool call,
-interaction, settle. That keeps each row's writes in seq order, so the rows are those recording
-event by event would give: a turn is admitted, then stopped, then settled; every tool call and
-interaction has a row of its own, written only by its own kind, in seq order. An executemany
+interaction, steer, steer end, settle. That keeps each row's writes in seq order, so the rows are
+those recording event by event would give: a turn is admitted, then stopped, then settled; every
+tool call, interaction and steer has a row of its own, written only by its own kinds, in seq order
+(a steer is sent before it ends). An executemany
 takes its columns from its first row, so every row of one kind names the same columns (a turn
 inserted as it leaves the queue and one admitted share the admit statement: `_turn_row`).
 """
@@ -38,6 +39,7 @@ from turngate.service.core import (
     SessionKey,
     SettledBy,
     SteerEnded,
+    SteerStatus,
     StopRequested,
     ToolCallChanged,
     ToolCallStatus,
@@ -49,7 +51,14 @@ from turngate.service.core import (
     TurnSettled,
     TurnSteered,
 )
-from turngate.service.sql.tables import dialect_insert, interactions, session_events, tool_calls, turns
+from turngate.service.sql.tables import (
+    dialect_insert,
+    interactions,
+    session_events,
+    steers,
+    tool_calls,
+    turns,
+)
 
 _Row = dict[str, Any]
 
@@ -102,7 +111,9 @@ class Write(IntEnum):
     STOP = 1
     TOOL_CALL = 2
     INTERACTION = 3
-    SETTLE = 4
+    STEER = 4
+    STEER_END = 5
+    SETTLE = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +141,15 @@ def _statements(dialect: str) -> _Statements:
             set_={c: interaction.excluded[c] for c in ("status", "resolution", "closed_at")},
             where=interactions.c.status == InteractionStatus.PENDING,
         ),
+        Write.STEER: dialect_insert(dialect, steers).on_conflict_do_nothing(),
+        Write.STEER_END: steers.update()
+        .where(
+            steers.c.project_id == bindparam("key_project_id"),
+            steers.c.session_id == bindparam("key_session_id"),
+            steers.c.generation == bindparam("key_generation"),
+            steers.c.steer_id == bindparam("key_steer_id"),
+        )
+        .where(steers.c.status == SteerStatus.PENDING),
         Write.SETTLE: _turn_update(),
     }
     return _Statements(
@@ -177,7 +197,9 @@ def _event_row(key: SessionKey, event: Event) -> _Row:
 def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
     """The kind of write and the row recording `event`; None for what the turns do not record: a
     Stop of a turn that never started, a turn joining the queue (it has no row until it leaves it),
-    the queue pausing or resuming (the session log keeps those). (`replay` applies the same rows in
+    the queue pausing, resuming or being reordered (the session log keeps those). A turn a steer
+    became records nothing of the steer: its content is the steer row of the turn it came from
+    (S6), or only in the log (S7; docs/decisions.md, "Steers in history"). (`replay` applies the same rows in
     memory.)"""
     match event.body:
         case TurnAdmitted() as body:
@@ -214,7 +236,7 @@ def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
                 traceparent="",
                 queued_at=body.queued_at,
             )
-        case TurnQueued() | QueuePaused() | QueueResumed() | QueueReordered() | TurnSteered() | SteerEnded():
+        case TurnQueued() | QueuePaused() | QueueResumed() | QueueReordered():
             return None
         case StopRequested(before_start=True):
             return None
@@ -250,6 +272,27 @@ def ledger_write(key: SessionKey, event: Event) -> tuple[Write, _Row] | None:
                 "opened_at": body.interaction.opened_at,
                 "closed_at": body.interaction.closed_at,
                 "opened_seq": event.seq,
+            }
+        case TurnSteered() as body:
+            return Write.STEER, {
+                **_child_key(key, body.generation),
+                "steer_id": body.steer_id,
+                "turn_id": body.turn_id,
+                "status": SteerStatus.PENDING,
+                "sent_at": event.time,
+                "ended_at": None,
+                "content": body.content,
+                "content_type": body.content_type,
+                "requeued": False,
+                "opened_seq": event.seq,
+            }
+        case SteerEnded() as body:
+            return Write.STEER_END, {
+                **_turn_key(key, body.generation),
+                "key_steer_id": body.steer_id,
+                "status": body.status,
+                "ended_at": event.time,
+                "requeued": body.requeued,
             }
         case TurnSettled(turn=turn):
             return Write.SETTLE, {

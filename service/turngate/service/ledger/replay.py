@@ -4,8 +4,9 @@ has not yet (redis mode, while the projector is behind or the ledger is down).
 Each event becomes the very row `record()` writes for it (`ledger_write`), applied as its
 statement applies it: an admission inserts the turn unless it is there; a turn keeps its first
 Stop; a tool call or an interaction is inserted, then updated only while it is open or pending;
-a settlement updates the turn. Applying events the ledger already holds changes nothing, so a
-turn read from the ledger may be replayed onto with any events from before what it has recorded.
+a steer is inserted once, then ended only while pending; a settlement updates the turn. Applying
+events the ledger already holds changes nothing, so a turn read from the ledger may be replayed
+onto with any events from before what it has recorded.
 Read back after the ledger records the same events, a turn equals its replay (the ledger
 contract tests compare the two on every SQL backend).
 """
@@ -16,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, assert_never
 
-from turngate.service.core import Event, InteractionStatus, SessionKey, ToolCallStatus
-from turngate.service.ledger.reads import interaction_view_of, tool_call_view_of, turn_view_of
+from turngate.service.core import Event, InteractionStatus, SessionKey, SteerStatus, ToolCallStatus
+from turngate.service.ledger.reads import interaction_view_of, steer_view_of, tool_call_view_of, turn_view_of
 from turngate.service.ledger.record import Write, ledger_write
-from turngate.service.ports.history import InteractionView, ToolCallView, TurnView
+from turngate.service.ports.history import InteractionView, SteerView, ToolCallView, TurnView
 from turngate.service.sql.tables import turns
 
 _Columns = dict[str, Any]
@@ -37,12 +38,13 @@ def replay(key: SessionKey, recorded: Iterable[TurnView], events: Sequence[Event
 
 @dataclass(slots=True)
 class _Turn:
-    """One turn's rows: its `turns` columns, its tool calls and interactions by id, in the order
-    they were opened (the ledger's order)."""
+    """One turn's rows: its `turns` columns, its tool calls, interactions and steers by id, in the
+    order they were opened (the ledger's order)."""
 
     row: _Columns
     calls: dict[str, _Columns]
     asked: dict[str, _Columns]
+    sent: dict[str, _Columns]
 
     @classmethod
     def of(cls, view: TurnView) -> _Turn:
@@ -50,10 +52,11 @@ class _Turn:
             {
                 f.name: getattr(view, f.name)
                 for f in fields(view)
-                if f.name not in ("tool_calls", "interactions")
+                if f.name not in ("tool_calls", "interactions", "steers")
             },
             {call.call_id: _columns(call) for call in view.tool_calls},
             {it.interaction_id: _columns(it) for it in view.interactions},
+            {steer.steer_id: _columns(steer) for steer in view.steers},
         )
 
     def view(self) -> TurnView:
@@ -61,10 +64,11 @@ class _Turn:
             self.row,
             tuple(tool_call_view_of(call) for call in self.calls.values()),
             tuple(interaction_view_of(it) for it in self.asked.values()),
+            tuple(steer_view_of(steer) for steer in self.sent.values()),
         )
 
 
-def _columns(view: ToolCallView | InteractionView) -> _Columns:
+def _columns(view: ToolCallView | InteractionView | SteerView) -> _Columns:
     return {f.name: getattr(view, f.name) for f in fields(view)}
 
 
@@ -76,7 +80,7 @@ def _apply(held: dict[int, _Turn], kind: Write, row: _Columns) -> None:
         case Write.ADMIT:
             if turn is None:
                 # The columns an admission leaves out are NULL, as in the table.
-                held[generation] = _Turn({column.name: None for column in turns.columns} | row, {}, {})
+                held[generation] = _Turn({column.name: None for column in turns.columns} | row, {}, {}, {})
         case Write.STOP:
             if turn is not None and not turn.row["stop_requested"]:
                 turn.row |= _set(row)
@@ -94,6 +98,13 @@ def _apply(held: dict[int, _Turn], kind: Write, row: _Columns) -> None:
                     InteractionStatus.PENDING,
                     ("status", "resolution", "closed_at"),
                 )
+        case Write.STEER:
+            if turn is not None:
+                turn.sent.setdefault(row["steer_id"], row)
+        case Write.STEER_END:
+            steer = turn.sent.get(row["key_steer_id"]) if turn is not None else None
+            if steer is not None and steer["status"] == SteerStatus.PENDING:
+                steer |= _set(row)
         case Write.SETTLE:
             if turn is not None:
                 turn.row |= _set(row)

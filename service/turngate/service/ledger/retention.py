@@ -47,10 +47,12 @@ class HistoryRetention:
         if pruned.total:
             self.pruned += pruned
             log.info(
-                "history retention pruned %d turns, %d tool calls, %d interactions and %d session events",
+                "history retention pruned %d turns, %d tool calls, %d interactions, %d steers and "
+                "%d session events",
                 pruned.turns,
                 pruned.tool_calls,
                 pruned.interactions,
+                pruned.steers,
                 pruned.session_events,
             )
         return pruned

@@ -1,5 +1,5 @@
-"""What turn history answers, whichever store keeps it: turns with their tool calls and
-interactions (`TurnView`), read by `TurnHistory`; `turn_view` builds one from the live document."""
+"""What turn history answers, whichever store keeps it: turns with their tool calls,
+interactions and steers (`TurnView`), read by `TurnHistory`; `turn_view` builds one from the live document."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from turngate.service.core import (
     SessionKey,
     SettledBy,
     SettledTurn,
+    Steer,
+    SteerStatus,
     ToolCall,
     ToolCallStatus,
     TurnOutcome,
@@ -43,6 +45,19 @@ class InteractionView:
 
 
 @dataclass(frozen=True, slots=True)
+class SteerView:
+    """A steer of a turn: its content stays in history after it ended (S2)."""
+
+    steer_id: str
+    status: SteerStatus
+    sent_at: int
+    ended_at: int | None
+    content: str
+    content_type: str
+    requeued: bool
+
+
+@dataclass(frozen=True, slots=True)
 class TurnView:
     """One turn as the ledger recorded it; `lease_expires_at` is the lease given at admission.
     `queued_at` is when it joined the queue (None: it never waited); a turn that left the queue
@@ -67,6 +82,7 @@ class TurnView:
     tool_calls: tuple[ToolCallView, ...] = ()
     interactions: tuple[InteractionView, ...] = ()
     queued_at: int | None = None
+    steers: tuple[SteerView, ...] = ()
 
     @property
     def waited(self) -> int | None:
@@ -79,11 +95,13 @@ class TurnHistory(Protocol):
     """Reads of the ledger; a failing database raises StoreUnavailable."""
 
     async def get_turn(self, key: SessionKey, turn_id: str) -> TurnView | None:
-        """The latest generation of `turn_id` in the session, its calls and interactions in order."""
+        """The latest generation of `turn_id` in the session, its calls, interactions and steers in
+        order."""
         ...
 
     async def list_turns(self, key: SessionKey, before_generation: int | None, limit: int) -> list[TurnView]:
-        """Up to `limit` turns, newest first, older than `before_generation` if given; without calls."""
+        """Up to `limit` turns, newest first, older than `before_generation` if given; without calls,
+        interactions or steers."""
         ...
 
 
@@ -96,8 +114,9 @@ class SessionHistory(TurnHistory, Protocol):
 
 
 def turn_view(turn: ActiveTurn | SettledTurn | QueuedTurn, recorded: TurnView | None = None) -> TurnView:
-    """A turn as the session document has it. Error texts and resolutions live only in the
-    ledger: an active turn's come from `recorded`, its ledger row, if there is one."""
+    """A turn as the session document has it. Error texts, resolutions and the content of steers
+    that ended live only in the ledger: an active turn's come from `recorded`, its ledger row, if
+    there is one (else they are empty)."""
     match turn:
         case QueuedTurn():
             return TurnView(
@@ -140,6 +159,7 @@ def turn_view(turn: ActiveTurn | SettledTurn | QueuedTurn, recorded: TurnView | 
         case ActiveTurn():
             errors = {call.call_id: call.error for call in recorded.tool_calls} if recorded else {}
             answers = {it.interaction_id: it.resolution for it in recorded.interactions} if recorded else {}
+            sent = {steer.steer_id: steer for steer in recorded.steers} if recorded else {}
             stop = turn.stop
             return TurnView(
                 turn_id=turn.turn_id,
@@ -165,6 +185,7 @@ def turn_view(turn: ActiveTurn | SettledTurn | QueuedTurn, recorded: TurnView | 
                     interaction_view(iid, it, answers.get(iid, "")) for iid, it in turn.interactions.items()
                 ),
                 queued_at=turn.queued_at or None,
+                steers=tuple(steer_view(sid, steer, sent.get(sid)) for sid, steer in turn.steers.items()),
             )
         case _:
             assert_never(turn)
@@ -176,3 +197,15 @@ def tool_call_view(call_id: str, call: ToolCall, error: str = "") -> ToolCallVie
 
 def interaction_view(interaction_id: str, it: Interaction, resolution: str = "") -> InteractionView:
     return InteractionView(interaction_id, it.kind, it.status, resolution, it.opened_at, it.closed_at)
+
+
+def steer_view(steer_id: str, steer: Steer, recorded: SteerView | None = None) -> SteerView:
+    """A steer as the document has it: its content while it is pending, then as `recorded`, its
+    ledger row, has it (empty without one). Not requeued: that happens only as its turn settles."""
+    if steer.input is not None:
+        content, content_type = steer.input.content, steer.input.content_type
+    elif recorded is not None:
+        content, content_type = recorded.content, recorded.content_type
+    else:
+        content, content_type = "", ""
+    return SteerView(steer_id, steer.status, steer.sent_at, steer.ended_at, content, content_type, False)

@@ -139,6 +139,26 @@ interactions = Table(
 )
 
 
+# A turn's steers (docs/design.md §9), content kept: history is where a steer's content stays once
+# it ended. GetTurn reads a turn's steers by the primary key's prefix (project, session, generation).
+steers = Table(
+    "steers",
+    metadata,
+    *_key(),
+    Column("generation", BigInteger, primary_key=True, autoincrement=False),
+    Column("steer_id", _ID, primary_key=True),
+    Column("turn_id", _ID, nullable=False),
+    Column("status", SmallInteger, nullable=False),
+    Column("sent_at", BigInteger, nullable=False),
+    Column("ended_at", BigInteger, nullable=True),
+    Column("content", Text, nullable=False),
+    Column("content_type", Text, nullable=False),
+    Column("requeued", Boolean, nullable=False),
+    # The turn_steered event's seq: steers read in the order they came, as tool calls by theirs.
+    Column("opened_seq", BigInteger, nullable=False),
+)
+
+
 # Redis mode: how far the projector has recorded each session's events (up to `seq` of the log of
 # `epoch`). Projecting locks the row, so replicas that deliver the same outbox entries record each
 # event once, in seq order.
