@@ -20,7 +20,8 @@ export function errorReason(error) {
   const info = (error.details || []).find((detail) => detail.type === "google.rpc.ErrorInfo");
   if (!info) return "";
   if (info.debug && info.debug.reason) return info.debug.reason;
-  const bytes = Uint8Array.from(atob(info.value.padEnd(Math.ceil(info.value.length / 4) * 4, "=")),
+  const base64 = info.value || "";
+  const bytes = Uint8Array.from(atob(base64.padEnd(Math.ceil(base64.length / 4) * 4, "=")),
     (char) => char.charCodeAt(0));
   if (bytes[0] !== 0x0a) return "";  // field 1, length-delimited: first when set
   let length = 0;

@@ -32,7 +32,7 @@ export function queueControl(where, tokenInput, onRead) {
     if (fingerprint === shown) return;
     shown = fingerprint;
     if (state.queue.length) replace(list, state.queue.map(entry));
-    else replace(list, el("li", {}, "No turn is waiting."));
+    else replace(list, el("li", { className: "empty" }, "No turn is waiting."));
   }
 
   // After QUEUE_VERSION_MISMATCH: the queue as it is now, and [data-outcome, words].
