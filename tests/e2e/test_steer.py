@@ -27,6 +27,7 @@ from tests.support.calls import (
     forced,
     gate_for,
     gated,
+    get_turn,
     head_of,
     kinds,
     refusal_of,
@@ -175,6 +176,7 @@ async def test_s1_s5_a_steer_reaches_the_running_turn_it_names_and_every_watcher
     )
     assert pushed.expires_at.ToNanoseconds() > seen.time.ToNanoseconds()
     assert list((await snapshot(client, session)).active.pending_steer_ids) == ["s1"]
+    assert list((await get_turn(client, session, "t1")).pending_steer_ids) == ["s1"]
 
 
 async def test_s1_a_steer_with_no_content_type_is_text_plain(client: Client, session: pb.SessionRef) -> None:

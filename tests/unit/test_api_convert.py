@@ -140,6 +140,8 @@ def test_no_time_is_no_timestamp() -> None:
         (InteractionStatus, pb.InteractionStatus, "INTERACTION_STATUS_"),
         (Directive, pb.Directive, "DIRECTIVE_"),
         (core.ErrorReason, pb.ErrorReason, "ERROR_REASON_"),
+        (core.SteerStatus, pb.SteerStatus, "STEER_STATUS_"),
+        (core.SteerFallback, pb.SteerFallback, "STEER_FALLBACK_"),
     ],
 )
 def test_every_core_enum_value_is_the_contract_value_of_the_same_name(

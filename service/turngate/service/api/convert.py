@@ -107,6 +107,8 @@ def turn_record(view: TurnView, *, with_calls: bool = True) -> pb.TurnRecord:
         waited=None if view.waited is None else duration(view.waited),
         trace_id=trace_id(view.traceparent),
     )
+    # Only an active turn has pending steers: its runner has not answered them yet (S2).
+    record.pending_steer_ids.extend(s.steer_id for s in view.steers if s.status is core.SteerStatus.PENDING)
     if with_calls:
         record.tool_calls.extend(tool_call(call) for call in view.tool_calls)
         record.interactions.extend(interaction(it) for it in view.interactions)
@@ -139,13 +141,6 @@ def queue(turns: tuple[core.QueuedTurn, ...]) -> list[pb.QueuedTurn]:
     return [queued_turn(turn, position) for position, turn in enumerate(turns, start=1)]
 
 
-def active_turn(turn: core.ActiveTurn) -> pb.TurnRecord:
-    """The active turn as a snapshot shows it: without its calls, with the steers it has not answered."""
-    record = turn_record(turn_view(turn), with_calls=False)
-    record.pending_steer_ids.extend(turn.pending_steers())
-    return record
-
-
 def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.SessionSnapshot:
     last = state.last_settled
     paused_by = state.queue_paused_by
@@ -153,7 +148,7 @@ def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.S
         session=session_ref(key),
         seq=state.head,
         phase=pb.SessionPhase.ValueType(state.phase),
-        active=active_turn(state.active) if state.active else None,
+        active=turn_record(turn_view(state.active), with_calls=False) if state.active else None,
         last_settled=turn_record(turn_view(last)) if last else None,
         resync=resync,
         epoch=state.epoch,
