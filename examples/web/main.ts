@@ -4,6 +4,7 @@ import {
   createTurngateTransport,
   isResync,
   SessionPhase,
+  SteerStatus,
   toTurngateError,
   Turngate,
   TurnOutcome,
@@ -86,6 +87,12 @@ function describe(event: SessionEvent): string {
       return `queue paused by ${kind.value.turnId}`;
     case "queueResumed":
       return "queue resumed";
+    case "turnSteered":
+      return `steer ${kind.value.steer?.steerId} sent to ${kind.value.turnId}: ${kind.value.steer?.content}`;
+    case "steerEnded":
+      return `steer ${kind.value.steerId} of ${kind.value.turnId} ended ${SteerStatus[kind.value.status]}`;
+    case "queueReordered":
+      return `queue reordered: ${kind.value.turnIds.join(", ")}`;
     case undefined:
       return "an event of a kind this page does not know";
   }

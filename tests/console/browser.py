@@ -118,6 +118,12 @@ class Page:
         await self._run(lambda: self.driver.save_screenshot(str(path)))
         return path
 
+    def script_errors(self) -> list[str]:
+        """The page's errors since its log was last read: what its scripts threw or logged as
+        errors (a refused call's HTTP status, which the browser logs as a failed load, is not one)."""
+        entries: list[dict[str, str]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]
+        return [e["message"] for e in entries if e["level"] == "SEVERE" and e["source"] != "network"]
+
     def console_log(self) -> list[str]:
         """The page's console messages so far (for a failing test's report)."""
         entries: list[dict[str, str]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]

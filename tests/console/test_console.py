@@ -1,5 +1,6 @@
 """The operator console in a real browser against a real server: busy sessions, a live timeline
-that resumes, a turn's detail, Stop, and runner text shown as text."""
+that resumes, a turn's detail, Stop, Steer, a queued turn moved to the head, and runner text shown
+as text."""
 
 from __future__ import annotations
 
@@ -7,14 +8,19 @@ import asyncio
 import re
 from contextlib import AsyncExitStack
 
+import grpc
 import pytest
 
 from tests.console.browser import Page
-from tests.console.conftest import GATEWAY, PROJECT, TRACE_URL, WATCHER, ConsoleServer
-from turngate.client import AdmissionMode
+from tests.console.conftest import GATEWAY, PROJECT, RUNNER, TRACE_URL, WATCHER, ConsoleServer
+from turngate.client import AdmissionMode, Client
+from turngate.v1 import turngate_pb2 as pb
+from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
 TOOL_CALLS = '#timeline li[data-kind="toolCall"]'
 INTERACTIONS = '#timeline li[data-kind="interaction"]'
+STEERED = '#timeline li[data-kind="turnSteered"]'
+STEER_ENDED = '#timeline li[data-kind="steerEnded"]'
 # Outlives the server's restart however slowly it starts, so the turn is not lost meanwhile.
 RESTART_LEASE_S = 300.0
 
@@ -23,6 +29,11 @@ async def sign_in(page: Page, token: str, fragment: str) -> None:
     await page.open(fragment)
     await page.type_into("#token", token)
     await page.click("#token-form button[type=submit]")
+
+
+async def send_steer(page: Page, content: str) -> None:
+    await page.type_into("#steer-content", content)
+    await page.click("#steer-send")
 
 
 async def consecutive_seqs(page: Page) -> list[int]:
@@ -263,3 +274,114 @@ async def test_a_cursor_the_service_cannot_resume_starts_again_from_a_snapshot_s
         await page.reload()
         await page.shown('#timeline li[data-kind="snapshot"]', "resync")
         await page.attribute("#turn-state", "data-phase", "RUNNING")
+
+
+async def test_s1_a_steer_sent_from_the_console_reaches_the_running_turn_and_its_end_shows_on_the_timeline(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk, AsyncExitStack() as running:
+        await running.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
+        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        await page.shown("#steer-form label", "Steer turn t1")
+        await send_steer(page, "also update the <b>changelog</b>")
+        outcome = await page.shown('#steer-outcome[data-outcome="steered"]')
+        steer_id = re.fullmatch(r"steered: (\S+) reached t1 as event #\d+; .*", outcome.text)
+        assert steer_id, outcome.text
+        steered = await page.shown(STEERED, steer_id[1])
+        assert "t1 · steer" in steered.text
+        assert "also update the <b>changelog</b>" in steered.text  # as text, never markup
+        assert " · expires " in steered.text
+        assert await page.script("return document.querySelectorAll('main b').length") == 0
+        await page.screenshot("steered")
+
+        await running.aclose()  # t1 completes without taking the steer: it ends UNCONSUMED (S2)
+        ended = await page.shown(STEER_ENDED, "UNCONSUMED")
+        assert f"steer {steer_id[1]} UNCONSUMED · turn t1" in ended.text
+        await page.shown("#steer-form label", "Steer (no turn is running)")
+        assert await page.script("return document.getElementById('steer-send').disabled") is True
+    kinds = await page.attributes("#timeline li", "data-kind")
+    assert kinds.index("turnSteered") < kinds.index("steerEnded") < kinds.index("turnSettled"), kinds
+    assert page.script_errors() == []
+
+
+async def test_s1_a_steer_of_a_turn_that_ended_meanwhile_changes_nothing_and_says_mismatch_with_its_reason(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk, AsyncExitStack() as first_turn:
+        await first_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
+        await sign_in(page, WATCHER.token, f"project={PROJECT}&session={session_id}")
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        await send_steer(page, "look again")
+        refused = await page.shown('#steer-outcome[data-outcome="error"]')
+        assert "permission_denied" in refused.text
+
+        await page.type_into("#token", GATEWAY.token)
+        await page.click("#token-form button[type=submit]")
+        # The page keeps showing t1 running, as a page whose watch is cut does, while t1 ends.
+        async with page.watch_blocked():
+            await page.reload()
+            await page.attribute("#watch-status", "data-live", "no")
+            await first_turn.aclose()
+            async with sdk.runner("r1").turn(session_id, "t2"):
+                await send_steer(page, "look again")
+                mismatch = await page.shown('#steer-outcome[data-outcome="mismatch"]')
+                assert mismatch.text == (
+                    "mismatch (ACTIVE_TURN_MISMATCH): t1 is not running (it ended COMPLETED) "
+                    "and t2 is RUNNING; nothing changed"
+                )
+                assert (await sdk.get_session(session_id)).active is not None
+        await page.shown('#timeline li[data-kind="turnSettled"]', "t2 COMPLETED")
+    assert await page.texts(STEERED) == []
+
+
+async def enqueue(server: ConsoleServer, session_id: str, turn_id: str) -> None:
+    """`turn_id` joins the session's queue: AdmitTurn ENQUEUE, with no runner waiting for it."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        answer = await pb_grpc.AdmissionServiceStub(channel).AdmitTurn(
+            pb.AdmitTurnRequest(
+                session=pb.SessionRef(project_id=PROJECT, session_id=session_id),
+                turn_id=turn_id,
+                runner_id="r2",
+                mode=pb.ADMISSION_MODE_ENQUEUE,
+            ),
+            metadata=(("authorization", f"Bearer {RUNNER.token}"),),
+        )
+    assert answer.HasField("queued"), answer
+
+
+async def queued_ids(sdk: Client, session_id: str) -> list[str]:
+    return [turn.turn_id for turn in (await sdk.get_session(session_id)).queue]
+
+
+async def test_q8_a_queued_turn_moved_to_the_head_from_the_console_and_a_queue_changed_meanwhile_read_again(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1"):
+        for turn_id in ("t2", "t3"):
+            await enqueue(served, session_id, turn_id)
+        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await queue_shown(page, ["t2", "t3"])
+        assert "At the head" in (await page.shown("#queue li", "t2")).text
+
+        await enqueue(served, session_id, "t4")  # the queue changes after the page read its version
+        await queue_shown(page, ["t2", "t3", "t4"])
+        await page.click("#queue button", "Move t3 to head")
+        changed = await page.shown('#queue-outcome[data-outcome="queue-changed"]')
+        assert changed.text.startswith("the queue changed, reloaded")
+        assert await queued_ids(sdk, session_id) == ["t2", "t3", "t4"]
+
+        await page.click("#queue button", "Move t3 to head")
+        await page.shown('#queue-outcome[data-outcome="moved"]', "moved t3 to the head")
+        await queue_shown(page, ["t3", "t2", "t4"])
+        reordered = await page.shown('#timeline li[data-kind="queueReordered"]', "t3 moved")
+        assert "queue now t3, t2, t4" in reordered.text
+        assert await queued_ids(sdk, session_id) == ["t3", "t2", "t4"]
+        await page.screenshot("queue-moved")
+        assert page.script_errors() == []
+
+
+async def queue_shown(page: Page, turn_ids: list[str]) -> None:
+    """The console's queue lists `turn_ids`, head first."""
+    shown = "return [...document.querySelectorAll('#queue li[data-turn]')].map((li) => li.dataset.turn)"
+    await page.until(lambda d: d.execute_script(shown) == turn_ids)

@@ -1,7 +1,8 @@
 """The TypeScript client's own `npm test` (clients/typescript: type check, unit tests, and its
-end-to-end test admit → watch → stop → settled) against a real `turngate serve --http-listen`,
-with a bearer token, over each of its transports (fetch and Node's HTTP/1.1 and HTTP/2; Connect
-JSON and binary, gRPC-Web), and with a session token the gateway minted.
+end-to-end tests admit → watch → stop → settled, and steer and queue move) against a real
+`turngate serve --http-listen`, with a bearer token, over each of its transports (fetch and Node's
+HTTP/1.1 and HTTP/2; Connect JSON and binary, gRPC-Web), and with a session token the gateway
+minted.
 
 `.ci/run` installs the npm packages (`npm ci` in clients/typescript) before the suite runs."""
 
@@ -57,6 +58,9 @@ async def test_npm_test_passes_admit_watch_stop_settled_against_a_real_http_list
     for transport in TRANSPORTS:
         assert f"✔ admit → watch → stop → settled ({transport})" in report, report
     assert "✔ without the token the service answers UNAUTHENTICATED" in report, report
+    assert "✔ steer → turn_steered → acknowledged → steer_ended; a queued turn moved to the head" in report, (
+        report
+    )
     assert (
         "✔ a session token minted by a gateway watches and stops its one session, and no other" in report
     ), report

@@ -1,10 +1,11 @@
-/** The gateway's other writes, ResolveInteraction, ResumeQueue and ClearQueue, retried as Stop
+/** The gateway's other writes, ResolveInteraction, ResumeQueue, ClearQueue and MoveQueuedTurn, retried as Stop
  * is: with one request id, so that a retry answers what the first attempt did (the interaction
  * it resolved, the turn it admitted, the turns it cancelled). */
 import type { Client } from "@connectrpc/connect";
 import type {
   ClearQueueResponse,
   ControlService,
+  MoveQueuedTurnResponse,
   ResolveInteractionResponse,
   ResumeQueueResponse,
 } from "./gen/turngate/v1/turngate_pb.js";
@@ -52,5 +53,31 @@ export function clearQueue(
 ): Promise<ClearQueueResponse> {
   return withOneRequestId(options, (requestId) =>
     control.clearQueue({ session, reason, requestId }, { signal: options.signal }),
+  );
+}
+
+export interface MoveOptions extends WriteOptions {
+  /** Right after this queued turn; unset: to the head. */
+  afterTurnId?: string;
+  /** The queue's version as read (SessionSnapshot.queueVersion): refused QueueVersionMismatch if
+   * the queue changed since (Q8); unset: unguarded. */
+  expectedQueueVersion?: bigint;
+}
+
+/** Moves a queued turn to the head, or after another queued turn: the queue after it, with its
+ * version. Refused QueueVersionMismatch when the queue is no longer at `expectedQueueVersion`,
+ * TurnNotQueued when the turn is not waiting. */
+export function moveQueuedTurn(
+  control: Client<typeof ControlService>,
+  session: SessionKey,
+  turnId: string,
+  options: MoveOptions = {},
+): Promise<MoveQueuedTurnResponse> {
+  const { afterTurnId = "", expectedQueueVersion } = options;
+  return withOneRequestId(options, (requestId) =>
+    control.moveQueuedTurn(
+      { session, turnId, afterTurnId, expectedQueueVersion, requestId },
+      { signal: options.signal },
+    ),
   );
 }

@@ -9,7 +9,8 @@
  *     └── Refused (reason: an ErrorReason; admission: the AdmissionRefusal's fields, if any)
  *         ├── SessionBusy, TurnCancelled, TurnAlreadySettled, TurnOwnedByOtherRunner,
  *         │   TurnHeldByOtherPrincipal, TurnNotActive, InteractionNotPending,
- *         │   SessionQueuePaused, ActiveTurnMismatch
+ *         │   SessionQueuePaused, ActiveTurnMismatch, SteerNotFound, QueueVersionMismatch,
+ *         │   TurnNotQueued
  *         └── LimitExceeded
  *             └── SessionQueueFull
  */
@@ -209,6 +210,21 @@ export class ActiveTurnMismatch extends Refused {
   override name = "ActiveTurnMismatch";
 }
 
+/** AcknowledgeSteer named no steer of the turn. */
+export class SteerNotFound extends Refused {
+  override name = "SteerNotFound";
+}
+
+/** MoveQueuedTurn: the queue changed since its expected version was read; read it again. */
+export class QueueVersionMismatch extends Refused {
+  override name = "QueueVersionMismatch";
+}
+
+/** MoveQueuedTurn named a turn that is not waiting in the queue. */
+export class TurnNotQueued extends Refused {
+  override name = "TurnNotQueued";
+}
+
 /** RESOURCE_EXHAUSTED: the limit named by `limit` was reached. */
 export class LimitExceeded extends Refused {
   override name = "LimitExceeded";
@@ -240,6 +256,9 @@ const REFUSALS: Partial<Record<ErrorReason, RefusedClass>> = {
   [ErrorReason.SESSION_QUEUE_FULL]: SessionQueueFull,
   [ErrorReason.SESSION_QUEUE_PAUSED]: SessionQueuePaused,
   [ErrorReason.ACTIVE_TURN_MISMATCH]: ActiveTurnMismatch,
+  [ErrorReason.STEER_NOT_FOUND]: SteerNotFound,
+  [ErrorReason.QUEUE_VERSION_MISMATCH]: QueueVersionMismatch,
+  [ErrorReason.TURN_NOT_QUEUED]: TurnNotQueued,
 };
 
 const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Canceled]);

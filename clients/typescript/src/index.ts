@@ -2,10 +2,19 @@ export * from "./gen/turngate/v1/turngate_pb.js";
 export type { BadRequest, ErrorInfo, RetryInfo } from "./gen/google/rpc/error_details_pb.js";
 export { DEFAULT_BACKOFF, type Backoff } from "./backoff.js";
 export { Turngate } from "./client.js";
-export { clearQueue, resolveInteraction, resumeQueue } from "./control.js";
+export { clearQueue, moveQueuedTurn, resolveInteraction, resumeQueue, type MoveOptions } from "./control.js";
 export * from "./errors.js";
 export { retrying, type RetryOptions, type WriteOptions } from "./retry.js";
 export type { SessionKey } from "./session.js";
+export {
+  steerResult,
+  steerTurn,
+  type SteerMismatch,
+  type SteerOptions,
+  type SteerQueued,
+  type SteerResult,
+  type Steered,
+} from "./steer.js";
 export {
   stopResult,
   stopTurn,

@@ -8,17 +8,21 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Code, type Transport } from "@connectrpc/connect";
 import {
+  AdmissionMode,
   createTurngateTransport,
   Directive,
   InvalidRequest,
   NotAuthenticated,
   PermissionDenied,
+  QueueVersionMismatch,
   SessionBusy,
   SessionPhase,
   SettledBy,
+  SteerStatus,
   toTurngateError,
   Turngate,
   TurnOutcome,
+  TurnPhase,
   type SessionEvent,
 } from "../src/index.js";
 import { createTurngateNodeTransport } from "../src/node.js";
@@ -149,6 +153,67 @@ describe("against a real server over HTTP", { skip: baseUrl ? false : notSet }, 
       }
     });
   }
+
+  it("steer → turn_steered → acknowledged → steer_ended; a queued turn moved to the head", async () => {
+    const turngate = new Turngate(createTurngateNodeTransport({ baseUrl: baseUrl!, token }), project);
+    const sessionId = `ts-steer-${Date.now()}`;
+    const session = turngate.session(sessionId);
+    const { lease } = await turngate.admission.admitTurn({ session, turnId: "t1", runnerId: "r1" });
+    for (const turnId of ["t2", "t3"]) {
+      await turngate.admission.admitTurn({ session, turnId, runnerId: "r1", mode: AdmissionMode.ENQUEUE });
+    }
+    const events = turngate.watch(sessionId)[Symbol.asyncIterator]();
+    try {
+      const first = await nextWhere(events, () => true);
+      assert.ok(first.kind.case === "snapshot");
+      const { queueVersion } = first.kind.value;
+
+      const steered = await turngate.steer(sessionId, "t1", "also run the linter", { steerId: "s1" });
+      assert.ok(steered.outcome === "steered", steered.outcome);
+      assert.equal(steered.turnId, "t1");
+      const sent = await nextWhere(events, (e) => e.kind.case === "turnSteered");
+      assert.ok(sent.kind.case === "turnSteered");
+      assert.equal(sent.seq, steered.seq);
+      assert.equal(sent.kind.value.steer?.content, "also run the linter");
+      assert.equal(sent.kind.value.steer?.contentType, "text/plain");
+      assert.ok(sent.kind.value.expiresAt, "a steer expires unless acknowledged");
+
+      const acknowledged = await turngate.admission.acknowledgeSteer({
+        lease,
+        steerId: "s1",
+        status: SteerStatus.CONSUMED,
+      });
+      assert.equal(acknowledged.recorded, true);
+      const ended = await nextWhere(events, (e) => e.kind.case === "steerEnded");
+      assert.ok(ended.kind.case === "steerEnded");
+      assert.equal(ended.kind.value.steerId, "s1");
+      assert.equal(ended.kind.value.status, SteerStatus.CONSUMED);
+
+      // A queued turn is not running: mismatch, nothing changed.
+      const mismatch = await turngate.steer(sessionId, "t2", "too early");
+      assert.ok(mismatch.outcome === "mismatch", mismatch.outcome);
+      assert.equal(mismatch.currentTurnId, "t1");
+      assert.equal(mismatch.expectedPhase, TurnPhase.QUEUED);
+
+      const moved = await turngate.moveQueuedTurn(sessionId, "t3", { expectedQueueVersion: queueVersion });
+      assert.deepEqual(
+        moved.queue.map((turn) => turn.turnId),
+        ["t3", "t2"],
+      );
+      assert.ok(moved.queueVersion > queueVersion);
+      const reordered = await nextWhere(events, (e) => e.kind.case === "queueReordered");
+      assert.ok(reordered.kind.case === "queueReordered");
+      assert.deepEqual(reordered.kind.value.turnIds, ["t3", "t2"]);
+
+      // The version read before the move is no longer the queue's: refused, typed.
+      const stale = await turngate
+        .moveQueuedTurn(sessionId, "t2", { expectedQueueVersion: queueVersion })
+        .then(() => assert.fail("a stale version moved the queue"), toTurngateError);
+      assert.ok(stale instanceof QueueVersionMismatch, stale.name);
+    } finally {
+      await events.return?.();
+    }
+  });
 
   const noToken = "TURNGATE_TEST_TOKEN is not set: the server needs none";
   it(

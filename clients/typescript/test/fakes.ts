@@ -1,6 +1,6 @@
 /** A Turngate over an in-memory router (connect's createRouterTransport): the real Connect
  * protocol encoding, with handlers the test writes. */
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import {
   Code,
@@ -61,4 +61,25 @@ export function toolCall(seq: bigint, epoch: bigint, callId: string): SessionEve
     epoch,
     kind: { case: "toolCall", value: { turnId: "t1", toolCall: { callId, name: "search" } } },
   });
+}
+
+/** A Turngate whose one method (`route` puts `handle` where it belongs) answers `answers` in turn
+ * (a ConnectError is thrown), and the requests it received. */
+export function answering<Request, Response extends DescMessage>(
+  schema: Response,
+  answers: (MessageInitShape<Response> | ConnectError)[],
+  route: (router: ConnectRouter, handle: (request: Request) => MessageShape<Response>) => void,
+): { turngate: Turngate; requests: Request[] } {
+  const requests: Request[] = [];
+  const turngate = turngateWith((router) =>
+    route(router, (request) => {
+      requests.push(request);
+      const answer = answers.shift();
+      if (answer instanceof ConnectError) {
+        throw answer;
+      }
+      return create(schema, answer);
+    }),
+  );
+  return { turngate, requests };
 }

@@ -15,26 +15,15 @@ import {
   WriteOutcomeUnknown,
   type CancelTurnRequest,
 } from "../src/index.js";
-import { NO_WAIT, PROJECT, refusal, SESSION, turngateWith } from "./fakes.js";
+import { answering, NO_WAIT, PROJECT, refusal, SESSION } from "./fakes.js";
 
-/** A Turngate whose CancelTurn answers `answers` in turn (a ConnectError is thrown), and the
- * requests it received. */
-function controlAnswering(...answers: (MessageInitShape<typeof CancelTurnResponseSchema> | ConnectError)[]) {
-  const requests: CancelTurnRequest[] = [];
-  const turngate = turngateWith((router) =>
-    router.service(ControlService, {
-      cancelTurn(request) {
-        requests.push(request);
-        const answer = answers.shift();
-        if (answer instanceof ConnectError) {
-          throw answer;
-        }
-        return create(CancelTurnResponseSchema, answer);
-      },
-    }),
+/** A Turngate whose CancelTurn answers `answers` in turn, and the requests it received. */
+const controlAnswering = (...answers: (MessageInitShape<typeof CancelTurnResponseSchema> | ConnectError)[]) =>
+  answering<CancelTurnRequest, typeof CancelTurnResponseSchema>(
+    CancelTurnResponseSchema,
+    answers,
+    (router, cancelTurn) => router.service(ControlService, { cancelTurn }),
   );
-  return { turngate, requests };
-}
 
 describe("Stop's typed outcomes", () => {
   it("a running turn asked to stop: cancelled, stoppedRunningTurn, with its deadline", async () => {

@@ -5,9 +5,20 @@ import { token } from "./token.js";
 
 const ref = (project, session) => ({ projectId: project, sessionId: session });
 
+// An idempotency key (and a steer's id): one per click, kept across nothing but that call.
+export function newId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return "console-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 export function listActiveSessions(project, signal) {
   return unary("SessionService", "ListActiveSessions", { projectId: project, pageSize: 100 },
     { token: token(), signal });
+}
+
+export async function getSession(project, session) {
+  const answer = await unary("SessionService", "GetSession", { session: ref(project, session) }, { token: token() });
+  return answer.snapshot;
 }
 
 export async function getTurn(project, session, turnId, signal) {
@@ -16,12 +27,33 @@ export async function getTurn(project, session, turnId, signal) {
   return answer.turn;
 }
 
-export function cancelTurn(project, session, expectedTurnId, requestId) {
+export function cancelTurn(project, session, expectedTurnId) {
   return unary("ControlService", "CancelTurn", {
     session: ref(project, session),
     expectedTurnId,
     reason: "stopped from the operator console",
-    requestId,
+    requestId: newId(),
+  }, { token: token() });
+}
+
+export function steerTurn(project, session, expectedTurnId, content) {
+  const steerId = newId();
+  return unary("ControlService", "SteerTurn", {
+    session: ref(project, session),
+    expectedTurnId,
+    steerId,
+    content,
+    requestId: steerId,
+  }, { token: token() });
+}
+
+// expectedQueueVersion is the int64 as protobuf's JSON carries it (a string).
+export function moveQueuedTurn(project, session, turnId, expectedQueueVersion) {
+  return unary("ControlService", "MoveQueuedTurn", {
+    session: ref(project, session),
+    turnId,
+    expectedQueueVersion,
+    requestId: newId(),
   }, { token: token() });
 }
 

@@ -14,6 +14,26 @@ export class ConnectError extends Error {
   }
 }
 
+// The reason of an error's google.rpc.ErrorInfo detail ("" without one): the message's field 1,
+// read from its protobuf bytes (unpadded base64 in Connect's JSON), as `debug` may be absent.
+export function errorReason(error) {
+  const info = (error.details || []).find((detail) => detail.type === "google.rpc.ErrorInfo");
+  if (!info) return "";
+  if (info.debug && info.debug.reason) return info.debug.reason;
+  const base64 = info.value || "";
+  const bytes = Uint8Array.from(atob(base64.padEnd(Math.ceil(base64.length / 4) * 4, "=")),
+    (char) => char.charCodeAt(0));
+  if (bytes[0] !== 0x0a) return "";  // field 1, length-delimited: first when set
+  let length = 0;
+  let at = 1;
+  for (let shift = 0; ; shift += 7) {  // its length: a varint
+    const byte = bytes[at++];
+    length |= (byte & 0x7f) << shift;
+    if (!(byte & 0x80)) break;
+  }
+  return new TextDecoder().decode(bytes.subarray(at, at + length));
+}
+
 function headers(contentType, token) {
   const result = { "Content-Type": contentType, "Connect-Protocol-Version": "1" };
   if (token) result.Authorization = `Bearer ${token}`;

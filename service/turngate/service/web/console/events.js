@@ -7,6 +7,10 @@ import { traceLink } from "./trace.js";
 const outcome = (value) => enumName(value, "TURN_OUTCOME_");
 const list = (ids) => (ids && ids.length ? ids.join(", ") : "");
 const detail = (label, value) => (value ? [` · ${label} `, value] : []);
+// A steer's content as text, quoted; its type only when it is not plain text.
+const content = (steer) => [el("q", { className: "content" }, steer.content || ""),
+  steer.contentType && steer.contentType !== "text/plain" ? ` (${steer.contentType})` : ""];
+const steerDetail = (steer) => (steer ? [` · from steer ${steer.steerId}: `, content(steer)] : []);
 
 function describe(event, where) {
   const turn = (turnId) => el("a", { href: href({ ...where, turn: turnId }) }, turnId);
@@ -24,7 +28,8 @@ function describe(event, where) {
   if (event.turnAdmitted) {
     const a = event.turnAdmitted;
     return ["turn admitted", [turn(a.turn.turnId), ...detail("runner", a.turn.runnerId),
-      ...detail("generation", a.turn.generation), ...detail("from the queue after", a.fromQueue && (a.waited || "0s"))]];
+      ...detail("generation", a.turn.generation), ...detail("from the queue after", a.fromQueue && (a.waited || "0s")),
+      ...steerDetail(a.steer)]];
   }
   if (event.stopRequested) {
     const s = event.stopRequested;
@@ -54,7 +59,7 @@ function describe(event, where) {
   if (event.turnQueued) {
     const q = event.turnQueued;
     return ["turn queued", [turn(q.turn.turnId), ...detail("runner", q.turn.runnerId),
-      ...detail("position", q.position), ...detail("expires", time(q.turn.expiresAt))]];
+      ...detail("position", q.position), ...detail("expires", time(q.turn.expiresAt)), ...steerDetail(q.turn.steer)]];
   }
   if (event.turnDequeued) {
     const d = event.turnDequeued;
@@ -65,11 +70,25 @@ function describe(event, where) {
     return ["queue paused", ["by ", turn(event.queuePaused.turnId), ` (${outcome(event.queuePaused.outcome)})`]];
   }
   if (event.queueResumed) return ["queue resumed", ["paused by ", turn(event.queueResumed.turnId)]];
+  if (event.turnSteered) {
+    const s = event.turnSteered;
+    return ["turn steered", [turn(s.turnId), ` · steer ${s.steer.steerId}: `, content(s.steer),
+      ...detail("expires", time(s.expiresAt))]];
+  }
+  if (event.steerEnded) {
+    const e = event.steerEnded;
+    return ["steer ended", [`steer ${e.steerId} `, el("span", { className: "status" }, enumName(e.status, "STEER_STATUS_")),
+      " · turn ", turn(e.turnId), e.requeued ? " · requeued as a turn of its own" : ""]];
+  }
+  if (event.queueReordered) {
+    const r = event.queueReordered;
+    return ["queue reordered", [`${r.movedTurnId} moved`, ...detail("queue now", list(r.turnIds))]];
+  }
   return ["event", ["of a kind this console does not know"]];
 }
 
 const KINDS = ["snapshot", "turnAdmitted", "stopRequested", "toolCall", "interaction", "turnSettled",
-  "turnQueued", "turnDequeued", "queuePaused", "queueResumed"];
+  "turnQueued", "turnDequeued", "queuePaused", "queueResumed", "turnSteered", "steerEnded", "queueReordered"];
 
 export function eventRow(event, where) {
   const [title, summary] = describe(event, where);

@@ -2,15 +2,10 @@
 
 import { cancelTurn } from "./api.js";
 import { el, enumName, errorText, replace, time } from "./dom.js";
-import { token } from "./token.js";
+import { tokenReady } from "./token.js";
 
 const outcome = (value) => enumName(value, "TURN_OUTCOME_") || "unknown";
 const phase = (value) => enumName(value, "TURN_PHASE_");
-
-function requestId() {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  return "console-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
 
 // [data-outcome, words] for a CancelTurnResponse, as `turngate stop` says it.
 export function describeStop(answer) {
@@ -44,17 +39,12 @@ export function stopControl(project, session, tokenInput) {
   let turnId = "";
 
   button.addEventListener("click", async () => {
-    if (!token()) {
-      report.dataset.outcome = "needs-token";
-      replace(report, "Stop needs a gateway token: enter it in “Gateway token” above.");
-      tokenInput.focus();
-      return;
-    }
+    if (!tokenReady("Stop", report, tokenInput)) return;
     const expected = turnId;
     button.disabled = true;
     replace(report, `stopping ${expected}…`);
     try {
-      const [kind, words] = describeStop(await cancelTurn(project, session, expected, requestId()));
+      const [kind, words] = describeStop(await cancelTurn(project, session, expected));
       report.dataset.outcome = kind;
       replace(report, words);
     } catch (error) {

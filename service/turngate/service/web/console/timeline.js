@@ -1,11 +1,14 @@
-// One session, live: its state, a Stop button and the timeline of its events. Resumes after a
-// reload from the history kept in sessionStorage, and after a lost connection with the cursor.
+// One session, live: its state, Stop and Steer for its running turn, its queue and the timeline
+// of its events. Resumes after a reload from the history kept in sessionStorage, and after a lost
+// connection with the cursor.
 
 import { el, enumName, replace } from "./dom.js";
 import { eventRow } from "./events.js";
 import * as history from "./history.js";
 import { href } from "./route.js";
-import { apply, initial } from "./session-state.js";
+import { queueControl } from "./queue.js";
+import { apply, initial, readQueue } from "./session-state.js";
+import { steerControl } from "./steer.js";
 import { stopControl } from "./stop.js";
 import { follow } from "./watch.js";
 
@@ -18,41 +21,50 @@ function turnState(state, where) {
     enumName(shown.settledBy, "SETTLED_BY_")] : [];
   return replace(node, "Turn ", el("a", { href: href({ ...where, turn: shown.turnId }) }, shown.turnId), " ",
     el("strong", {}, enumName(shown.phase, "TURN_PHASE_")), settled, " · runner ", shown.runnerId,
-    state.queued ? ` · ${state.queued} queued` : "");
+    state.queue.length ? ` · ${state.queue.length} queued` : "");
 }
 
 export function showTimeline(root, where, tokenInput) {
   const { project, session } = where;
   const kept = history.load(project, session);
-  let state = kept.state || initial();
+  let state = { ...initial(), ...kept.state };
   const status = el("p", { id: "watch-status", role: "status" }, "connecting");
   const stateSlot = el("div", {});
   const stop = stopControl(project, session, tokenInput);
+  const steer = steerControl(project, session, tokenInput);
+
+  const show = () => {
+    replace(stateSlot, turnState(state, where));
+    stop.show(state.active);
+    steer.show(state.active);
+    queue.show(state);
+  };
+  const keep = (next) => {
+    state = next;
+    kept.state = state;
+    history.save(project, session, kept);
+    show();
+  };
+  const queue = queueControl(where, tokenInput, (read, version) => keep(readQueue(state, read, version)));
   const timeline = el("ol", { id: "timeline", role: "log", "aria-live": "polite", "aria-label": "Session events" });
 
   replace(root,
     el("h2", {}, `Session ${session}`),
     el("p", {}, el("a", { href: href({ project }) }, `Busy sessions of ${project}`)),
     status,
-    el("section", { "aria-label": "Current turn" }, stateSlot, stop.nodes),
+    el("section", { "aria-label": "Current turn" }, stateSlot, stop.nodes, steer.nodes),
+    el("section", { "aria-label": "Queue" }, queue.nodes),
     el("h3", {}, "Timeline"),
     timeline);
 
-  const show = () => {
-    replace(stateSlot, turnState(state, where));
-    stop.show(state.active);
-  };
   for (const event of kept.events) timeline.append(eventRow(event, where));
   show();
 
   return follow(project, session, kept.cursor, (event) => {
-    state = apply(state, event);
     kept.events.push(event);
-    kept.state = state;
-    history.save(project, session, kept);
+    keep(apply(state, event));
     timeline.append(eventRow(event, where));
     while (timeline.children.length > kept.events.length) timeline.firstElementChild.remove();
-    show();
   }, (text, live) => {
     status.dataset.live = live ? "yes" : "no";
     replace(status, `Watch: ${text}`);
