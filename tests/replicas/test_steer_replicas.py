@@ -91,7 +91,7 @@ async def test_s2_steers_racing_completion_through_every_replica_each_end_exactl
     raced = await asyncio.gather(*(race(clients, n, s) for n, s in enumerate(sessions)))
 
     for session, answers in zip(sessions, raced, strict=True):
-        log = await events_after(clients[0], session, 0)
+        log = await events_after(clients[0], session, 1)  # after its admission
         steered = {e.turn_steered.steer.steer_id for e in log if e.WhichOneof("kind") == "turn_steered"}
         ends = [e.steer_ended for e in log if e.WhichOneof("kind") == "steer_ended"]
         settled = [e.turn_settled for e in log if e.WhichOneof("kind") == "turn_settled"]
