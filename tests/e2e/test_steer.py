@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import grpc
@@ -469,7 +469,7 @@ async def test_bad_input_is_invalid_argument_naming_the_field_and_changes_nothin
     before = await state_of(client, session, "t1")
     build, field = BAD_REQUESTS[case]
     request = build(session, lease)
-    rpc = {
+    rpc: Callable[[Message], Awaitable[object]] = {  # type: ignore[assignment]  # one stub per request type
         pb.SteerTurnRequest: client.control.SteerTurn,
         pb.AcknowledgeSteerRequest: client.admission.AcknowledgeSteer,
         pb.MoveQueuedTurnRequest: client.control.MoveQueuedTurn,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 import pytest
@@ -265,7 +266,7 @@ def test_acknowledge_steer_takes_consumed_or_declined_only() -> None:
         )
     for other in (pb.STEER_STATUS_UNSPECIFIED, pb.STEER_STATUS_PENDING, pb.STEER_STATUS_EXPIRED):
         wrong = pb.AcknowledgeSteerRequest(lease=LEASE, steer_id="s1", status=other)
-        assert refused(lambda wrong=wrong: parse.acknowledge_steer(wrong, "")) == [
+        assert refused(partial(parse.acknowledge_steer, wrong, "")) == [
             ("status", "must be one of CONSUMED, DECLINED")
         ]
 
