@@ -76,7 +76,7 @@ def interaction(view: InteractionView) -> pb.Interaction:
 def steer_record(view: SteerView) -> pb.SteerRecord:
     return pb.SteerRecord(
         steer_id=view.steer_id,
-        status=pb.SteerStatus.ValueType(view.status),
+        status=steer_status(view.status),
         sent_at=timestamp(view.sent_at),
         ended_at=timestamp(view.ended_at),
         content=view.content,
