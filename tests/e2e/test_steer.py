@@ -33,7 +33,9 @@ from tests.support.calls import (
     refusal_of,
     refused,
     runner_of,
+    seconds,
     settlements,
+    sleep_past,
     snapshot,
     state_of,
     stop,
@@ -799,3 +801,79 @@ async def test_q8_moves_decided_together_at_one_queue_version_exactly_one_wins(
     current = await snapshot(client, session)
     assert (queue_ids(current.queue), current.queue_version) == (queue_ids(reply.queue), version + 1)
     assert kinds(await events_after(client, session, head)) == ["queue_reordered"]
+
+
+async def test_s1_i8_a_steer_after_its_turns_lease_passed_finds_it_lost_and_reaches_nothing(
+    client: Client, session: pb.SessionRef
+) -> None:
+    admitted = await admit(client, session, "t1", runner_of("t1"), lease_ttl=1)
+    head = await head_of(client, session)
+    await sleep_past(admitted.lease_expires_at)
+
+    reply = await steer(client, session)
+
+    assert reply.WhichOneof("outcome") == "mismatch", "the steer's own decision settled the turn first"
+    assert (reply.mismatch.reason, reply.mismatch.expected_outcome) == (
+        pb.ERROR_REASON_TURN_NOT_ACTIVE,
+        pb.TURN_OUTCOME_LOST,
+    )
+    log = await events_after(client, session, head)
+    assert [s.turn.outcome for s in settlements(log)] == [pb.TURN_OUTCOME_LOST]
+    assert steered_ids(log) == []
+
+
+async def test_s2_a_steer_pending_when_its_turns_lease_passes_ends_unconsumed_with_the_settlement(
+    client: Client, session: pb.SessionRef
+) -> None:
+    lease = await running(client, session)
+    assert (await steer(client, session)).WhichOneof("outcome") == "steered"
+    head = await head_of(client, session)
+    # The lease shortened to a second from now: the clock, not the runner, ends the turn.
+    await client.admission.Heartbeat(pb.HeartbeatRequest(lease=lease, lease_ttl=seconds(1)))
+    stream = watch(client, session, after_seq=head)
+    try:
+        log = await collect_until(stream, lambda event: event.HasField("turn_settled"))
+    finally:
+        stream.cancel()
+
+    [settled] = settlements(log)
+    assert settled.turn.outcome == pb.TURN_OUTCOME_LOST
+    assert list(settled.unconsumed_steer_ids) == ["s1"]
+    ended = next(e for e in log if e.HasField("steer_ended"))
+    assert ended.seq == log[-1].seq - 1, "ended in the settlement's own write, just before it"
+    assert steer_ends(log) == [("s1", pb.STEER_STATUS_UNCONSUMED, False)]
+
+
+async def test_s1_a_steer_decided_while_the_promotion_of_its_turn_is_held_finds_it_queued(
+    server: TurngateServer, client: Client, session: pb.SessionRef
+) -> None:
+    """The completion that promotes t2 has decided, its write held: the steer, naming t2, still
+    finds it queued (a mismatch writes nothing, so it cannot be the one held)."""
+    lease = await with_queue(client, session, "t2")
+    head = await head_of(client, session)
+    calls = {"steer": steer(client, session, "t2"), "other": complete(client, lease)}
+
+    with gated(server, gate_for(session, ("other",), {"other": Complete})) as gate:
+        results = await forced(gate, calls, ("other",))
+
+    reply = results["steer"]
+    assert reply.WhichOneof("outcome") == "mismatch"
+    assert (reply.mismatch.current_turn_id, reply.mismatch.expected_phase) == ("t1", pb.TURN_PHASE_QUEUED)
+    log = await events_after(client, session, head)
+    assert [e.turn_admitted.turn.turn_id for e in log if e.HasField("turn_admitted")] == ["t2"]
+    assert steered_ids(log) == []
+
+
+async def test_s1_a_steer_of_a_turn_just_promoted_from_the_queue_reaches_it_before_its_runner_claims_it(
+    client: Client, session: pb.SessionRef
+) -> None:
+    lease = await with_queue(client, session, "t2")
+    await complete(client, lease)
+
+    reply = await steer(client, session, "t2")
+
+    assert (reply.steered.turn_id, reply.steered.steer_id) == ("t2", "s1")
+    claimed = await admit(client, session, "t2", runner_of("t2"))
+    assert claimed.replayed, "its runner picks up the promoted turn's lease"
+    assert (await snapshot(client, session)).active.pending_steer_ids == ["s1"]
+    assert (await acknowledge(client, claimed.lease)).recorded
