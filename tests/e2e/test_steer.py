@@ -541,6 +541,7 @@ async def test_s6_an_unconsumed_steer_sent_with_requeue_joins_the_queue_and_is_p
     )
     picked = await enqueue(client, session, "s1", runner_id=runner_of("t1"))
     assert (picked.lease.turn_id, picked.replayed) == ("s1", True)
+    assert (picked.steer.steer_id, picked.steer.content) == ("s1", CONTENT), "its runner gets the input"
     assert (await snapshot(client, session)).active.turn_id == "s1"
 
 

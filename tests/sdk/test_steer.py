@@ -246,7 +246,8 @@ async def test_s6_a_steer_its_turn_did_not_take_is_requeued_and_promoted_with_it
         True,
         SteerInput("s1", "not now", "text/plain"),
     )
-    await client.gateway().stop(session_id, expected_turn_id="s1", force=True)
+    async with client.runner("r1").turn(session_id, "s1") as requeued:
+        assert requeued.steer == SteerInput("s1", "not now", "text/plain"), "AdmitTurn answers its input"
 
 
 async def test_q8_a_waiting_runner_is_told_its_new_place_when_the_queue_is_reordered(

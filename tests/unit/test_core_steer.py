@@ -41,6 +41,7 @@ from .helpers import (
     SECOND,
     Lease,
     Timeline,
+    admit,
     assert_refused,
     assert_unchanged,
     bodies,
@@ -297,6 +298,9 @@ def test_s6_an_unconsumed_steer_that_asked_is_requeued_and_promoted_with_its_con
     assert admitted.steer == content
     assert (timeline.active.turn_id, timeline.active.runner_id) == ("s1", "r1")
     assert timeline.active.claimed is False, "its runner learns it from its watch"
+    claim = timeline.do(replace(admit("s1", "r1"), traceparent=""), after=1).reply
+    assert isinstance(claim, Admitted)
+    assert (claim.replayed, claim.steer) == (True, content), "its runner's AdmitTurn answers the input"
 
 
 def test_s6_requeued_steers_go_ahead_of_the_queue_and_a_failed_turn_pauses_it() -> None:

@@ -41,7 +41,7 @@ OnQueued: TypeAlias = Callable[[QueuedTurn], None]
 class Admission:
     """An AdmitTurn answer, when it was sent (event-loop time), how long the turn had waited
     in the queue (None: it did not, or the SDK did not see it), and for a turn a steer became,
-    its input (when the SDK saw the turn queued)."""
+    its input."""
 
     answer: pb.AdmitTurnResponse
     sent_at: float
@@ -86,16 +86,15 @@ async def admit(
         admission = await _ask(connection, request)
         if admission.answer.HasField("queued"):
             queued = convert.queued_turn(admission.answer.queued)
-            admission = replace(
-                await _wait(connection, request, before, queued, on_queued), steer=queued.steer
-            )
+            admission = await _wait(connection, request, before, queued, on_queued)
         if not admission.answer.HasField("queued"):
             return admission
 
 
 async def _ask(connection: Connection, request: pb.AdmitTurnRequest) -> Admission:
     sent_at = asyncio.get_running_loop().time()
-    return Admission(await connection.call(connection.admission.AdmitTurn, request), sent_at)
+    answer = await connection.call(connection.admission.AdmitTurn, request)
+    return Admission(answer, sent_at, steer=convert.steer_of(answer))
 
 
 async def _wait(

@@ -144,7 +144,7 @@ def steer_input(message: pb.SteerInput) -> SteerInput:
     return SteerInput(message.steer_id, message.content, message.content_type, raw=message)
 
 
-def _steer_of(message: pb.TurnAdmitted | pb.QueuedTurn) -> SteerInput | None:
+def steer_of(message: pb.TurnAdmitted | pb.QueuedTurn | pb.AdmitTurnResponse) -> SteerInput | None:
     """The input of a turn a steer became; None for any other turn."""
     return steer_input(message.steer) if message.HasField("steer") else None
 
@@ -195,7 +195,7 @@ def queued_turn(message: pb.QueuedTurn) -> QueuedTurn:
         position=message.position,
         queued_at=_always(message, "queued_at"),
         expires_at=_always(message, "expires_at"),
-        steer=_steer_of(message),
+        steer=steer_of(message),
         raw=message,
     )
 
@@ -258,7 +258,7 @@ def _body(message: pb.SessionEvent) -> EventBody:
                 turn_record(admitted.turn),
                 from_queue=admitted.from_queue,
                 waited=_span(admitted, "waited"),
-                steer=_steer_of(admitted),
+                steer=steer_of(admitted),
                 raw=admitted,
             )
         case "stop_requested":

@@ -745,6 +745,7 @@ class AdmitTurnResponse(_message.Message):
     REPLAYED_FIELD_NUMBER: _builtins.int
     QUEUED_FIELD_NUMBER: _builtins.int
     QUEUE_DEPTH_FIELD_NUMBER: _builtins.int
+    STEER_FIELD_NUMBER: _builtins.int
     replayed: _builtins.bool
     """True when this turn was already active (or queued) for this runner: the same lease (or
     place) is returned.
@@ -769,6 +770,12 @@ class AdmitTurnResponse(_message.Message):
         (or watch the session for its turn_admitted) to learn the lease once it is promoted.
         """
 
+    @_builtins.property
+    def steer(self) -> Global___SteerInput:
+        """For a turn a steer became (docs/design.md §9, S6, S7): the input its runner is to run. With
+        a lease it is the active turn's; with queued, QueuedTurn.steer says the same.
+        """
+
     def __init__(
         self,
         *,
@@ -778,10 +785,11 @@ class AdmitTurnResponse(_message.Message):
         replayed: _builtins.bool = ...,
         queued: Global___QueuedTurn | None = ...,
         queue_depth: _builtins.int = ...,
+        steer: Global___SteerInput | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "lease", b"lease", "lease_expires_at", b"lease_expires_at", "queued", b"queued"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "lease", b"lease", "lease_expires_at", b"lease_expires_at", "queued", b"queued", "steer", b"steer"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "lease", b"lease", "lease_expires_at", b"lease_expires_at", "queue_depth", b"queue_depth", "queued", b"queued", "replayed", b"replayed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "lease", b"lease", "lease_expires_at", b"lease_expires_at", "queue_depth", b"queue_depth", "queued", b"queued", "replayed", b"replayed", "steer", b"steer"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

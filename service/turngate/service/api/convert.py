@@ -317,6 +317,7 @@ def admitted(key: SessionKey, reply: core.Admitted | core.Queued) -> pb.AdmitTur
         lease_expires_at=timestamp(reply.lease_expires_at),
         heartbeat_interval=duration(reply.heartbeat_interval),
         replayed=reply.replayed,
+        steer=steer_input(reply.steer),
     )
 
 

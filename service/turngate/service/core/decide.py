@@ -366,7 +366,12 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
         if not active.claimed:  # a promoted turn's runner picks up its lease (Q2, Q5)
             draft.set_active(replace(active, claimed=True))
         return Admitted(
-            active.turn_id, active.generation, active.lease_expires_at, active.lease_ttl // 3, replayed=True
+            active.turn_id,
+            active.generation,
+            active.lease_expires_at,
+            active.lease_ttl // 3,
+            replayed=True,
+            steer=active.steer,
         )
     if (waiting := state.queued(cmd.turn_id)) is not None:  # Q5: its position while queued
         position, queued = waiting
@@ -435,6 +440,7 @@ def _hold(draft: _Draft, claim: Admit | QueuedTurn) -> ActiveTurn:
         principal=claim.principal,
         claimed=queued is None,
         queued_at=queued.queued_at if queued else 0,
+        steer=queued.steer if queued else None,
     )
     draft.state = replace(draft.state, active=turn)
     draft.emit(

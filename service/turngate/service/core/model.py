@@ -12,6 +12,7 @@ from turngate.service.core.records import (
     QueuePause,
     SettledTurn,
     Steer,
+    SteerInput,
     StopRequest,
     ToolCall,
 )
@@ -31,7 +32,9 @@ class ActiveTurn:
     """The turn holding the session. `traceparent` is the admitting request's W3C trace context;
     `principal` the authenticated caller that admitted it, the only one that may write to it.
     `claimed` is False for a turn promoted from the queue until its runner shows it knows (an
-    admission replay or any runner write); `queued_at` is when such a turn was queued (0: never)."""
+    admission replay or any runner write); `queued_at` is when such a turn was queued (0: never).
+    `steers` are the steers sent to it (S1, S2); `steer` is the input of a turn a steer became (S6,
+    S7), answered again to its runner's AdmitTurn."""
 
     turn_id: str
     runner_id: str
@@ -48,6 +51,7 @@ class ActiveTurn:
     claimed: bool = True
     queued_at: int = 0
     steers: Mapping[str, Steer] = field(default_factory=dict)
+    steer: SteerInput | None = None
 
     def pending_steers(self) -> dict[str, Steer]:
         """The steers waiting for the runner's acknowledgement (S2), in the order they came."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from turngate.service.core.enums import Directive, ErrorReason, SteerStatus, TurnOutcome, TurnPhase
-from turngate.service.core.records import Interaction, QueuedTurn, SettledTurn, ToolCall
+from turngate.service.core.records import Interaction, QueuedTurn, SettledTurn, SteerInput, ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,11 +25,14 @@ class Refusal:
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
+    """The lease; `steer` is the input of a turn a steer became (S6, S7)."""
+
     turn_id: str
     generation: int
     lease_expires_at: int
     heartbeat_interval: int
     replayed: bool
+    steer: SteerInput | None = None
 
 
 @dataclass(frozen=True, slots=True)
