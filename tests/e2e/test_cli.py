@@ -233,3 +233,16 @@ async def test_the_sqlite_file_is_named_with_its_absolute_path_at_start(tmp_path
     async with spawn_server(tmp_path, "--store", "sqlite+aiosqlite:///./turngate.db", port=port):
         listening = f"; store: SQLite file {database(tmp_path)}\n"
         await eventually(lambda: listening in serve_log(tmp_path, port).read_text())
+
+
+async def test_a_first_start_says_the_schema_in_one_line_without_alembics_steps(tmp_path: Path) -> None:
+    port = free_port()
+    async with spawn_server(tmp_path, "--store", "sqlite+aiosqlite:///./turngate.db", port=port):
+        listening = f"; store: SQLite file {database(tmp_path)}\n"
+        await eventually(lambda: listening in serve_log(tmp_path, port).read_text())
+    lines = serve_log(tmp_path, port).read_text().splitlines()
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    schema = [line for line in lines if "turngate.schema" in line]
+    assert len(schema) == 1, lines
+    assert f"schema at version {head} (migrated from none)" in schema[0]
+    assert not [line for line in lines if "alembic" in line], "Alembic's steps are not logged at INFO"

@@ -71,7 +71,7 @@ async def _sql_backend(settings: Settings, report_ledger: ReportLedger) -> Backe
     if settings.migrate:
         await migrate(settings.store)
     store = open_store(settings.store, sqlite_synchronous=settings.sqlite_synchronous)
-    schema = LedgerSchema(settings.store, migrate=settings.migrate, report=report_ledger)
+    schema = LedgerSchema(settings.store, migrate=settings.migrate, report=report_ledger, announce=False)
     backend = Backend(
         store, LiveHistory(store.ledger, store), loops={"schema": schema.run}, closers=[store.close]
     )

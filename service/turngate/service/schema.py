@@ -31,10 +31,16 @@ RETRY_S = 1.0
 class LedgerSchema:
     """The schema of the ledger at `url`: `run()` migrates it (if `migrate`) or waits for its
     migration, telling `report` what readiness waits for (None: nothing); `migrated` is set once
-    it is this release's."""
+    it is this release's. `announce` False: the store's own schema, which the store's migration
+    has announced already, is found ready without a line of its own."""
 
     def __init__(
-        self, url: str, *, migrate: bool, report: Callable[[str | None], None] | None = None
+        self,
+        url: str,
+        *,
+        migrate: bool,
+        report: Callable[[str | None], None] | None = None,
+        announce: bool = True,
     ) -> None:
         self.migrated = asyncio.Event()
         self._url = url
@@ -42,6 +48,7 @@ class LedgerSchema:
         self._report = report
         self._where = make_url(url).render_as_string(hide_password=True)
         self._state = ""
+        self._announce = announce
 
     async def run(self) -> None:
         """Returns once the schema is this release's, migrated here or by another process."""
@@ -61,7 +68,8 @@ class LedgerSchema:
                 # Whether it is migrated is unknown: no reason not to serve (see above).
                 self._enter(logging.WARNING, None, f"ledger unreachable, looking at it again: {error}")
             await asyncio.sleep(RETRY_S)
-        log.info("ledger schema is this release's: %s", self._where)
+        level = logging.INFO if self._announce or self._state else logging.DEBUG
+        log.log(level, "ledger schema is this release's: %s", self._where)
         if self._report is not None:
             self._report(None)
         self.migrated.set()

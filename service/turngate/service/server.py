@@ -11,11 +11,13 @@ import signal
 from collections.abc import AsyncIterator, Callable, Sized
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
+from sqlalchemy.engine import make_url
 
 from turngate.service.api import decoding
 from turngate.service.api.admission import AdmissionService
@@ -32,6 +34,7 @@ from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, ledger_url, open_backend, projector_for, when_migrated
 from turngate.service.config import Settings, host_and_port, microseconds
 from turngate.service.health import LIVENESS, STORE, Health, follow_store
+from turngate.service.redis_url import REDIS_SCHEMES
 from turngate.service.retirement import Retirement
 from turngate.service.schema import LEDGER, LedgerSchema
 from turngate.service.sql.engine import dispose, make_engine
@@ -391,8 +394,7 @@ async def _serve(settings: Settings, on_serving: Callable[[], object] | None) ->
             f"; HTTP (Connect, gRPC-Web, console) on {settings.http_listen} (port {server.http_port})"
             if settings.http_listen
             else "",
-            # A relative SQLite path depends on the working directory: name the file this start uses.
-            f"; store: SQLite file {settings.sqlite_file}" if settings.sqlite_file else "",
+            _stores(settings),
         )
         if on_serving is not None:
             on_serving()
@@ -402,6 +404,28 @@ async def _serve(settings: Settings, on_serving: Callable[[], object] | None) ->
         log.info("turngate shutting down (draining for %gs)", drain_delay)
     finally:
         await server.stop(drain_delay)
+
+
+def _stores(settings: Settings) -> str:
+    """The store and, when it is apart, the ledger, as the start-up line names them."""
+    where = f"; store: {_named(settings.store)}"
+    return where if settings.ledger is None else f"{where}; ledger: {_named(settings.ledger)}"
+
+
+def _named(url: str) -> str:
+    """A database as an operator recognises it, never with its password: a SQLite file by its
+    absolute path (a relative one depends on the working directory this start uses)."""
+    if url.startswith(REDIS_SCHEMES):
+        parts = urlsplit(url)
+        login, at, nodes = parts.netloc.rpartition("@")
+        user, colon, _ = login.partition(":")
+        return "Redis " + parts._replace(netloc=f"{user}{colon and ':***'}{at}{nodes}").geturl()
+    parsed = make_url(url)
+    if parsed.drivername.startswith("sqlite"):
+        if parsed.database in (None, "", ":memory:"):
+            return "SQLite in memory"
+        return f"SQLite file {Path(parsed.database).absolute()}"
+    return parsed.render_as_string(hide_password=True)
 
 
 def _tune_garbage_collector() -> None:

@@ -8,6 +8,7 @@ A new revision is written against a migrated database with
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from importlib.resources import files
 from typing import Any
@@ -17,9 +18,12 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, event, func, select
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from turngate.service.sql.engine import dispose, make_engine, unavailable_on_failure
+
+log = logging.getLogger("turngate.schema")
 
 # The PostgreSQL advisory lock that serializes migrations ("turngate" in ASCII).
 _MIGRATION_LOCK = 0x7475726E67617465
@@ -47,9 +51,18 @@ async def migrate(url: str) -> None:
         try:
             with unavailable_on_failure():
                 async with engine.begin() as conn:
-                    await conn.run_sync(_upgrade)
+                    before, after = await conn.run_sync(_upgrade)
         finally:
             await dispose(engine)
+    where = make_url(url).render_as_string(hide_password=True)
+    if before == after:
+        log.info("schema at version %s: %s", _version(after), where)
+    else:
+        log.info("schema at version %s (migrated from %s): %s", _version(after), _version(before), where)
+
+
+def _version(revisions: tuple[str, ...]) -> str:
+    return ", ".join(revisions) or "none"
 
 
 # The migration lock of each event loop (an asyncio lock belongs to one loop).
@@ -73,13 +86,16 @@ def _begin_immediate(engine: AsyncEngine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def _upgrade(connection: Connection) -> None:
+def _upgrade(connection: Connection) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Upgrades to the newest schema; the revisions before and after."""
     if connection.dialect.name == "postgresql":
         # Replicas starting together on a new database would otherwise race to create the tables.
         connection.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+    before = _current_revisions(connection)
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
+    return before, _current_revisions(connection)
 
 
 async def is_migrated(url: str) -> bool:

@@ -38,6 +38,8 @@ def configure(level: str, log_format: LogFormat, *, worker: int | None = None) -
     if worker is not None:
         handler.addFilter(_WorkerField(worker))
     logging.basicConfig(level=level, handlers=[handler])
+    # Alembic logs each migration step at INFO; migrate() says the one line that matters.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 class _WorkerField(logging.Filter):
