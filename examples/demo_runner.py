@@ -118,9 +118,8 @@ async def run_agent(
                         turn, asyncio.create_task(tool(turn, f"call-{step}", step_seconds))
                     )
                     if not done:
-                        print(
-                            f"   stop requested ({turn.stop_reason!r}): call-{step} cancelled, winding down"
-                        )
+                        reason = f" ({turn.stop_reason!r})" if turn.stop_reason else " (no reason given)"
+                        print(f"   stop requested{reason}: call-{step} cancelled, winding down")
                         break
         except AdmissionRefused as refused:
             print(refusal(refused, session_id, turn_id))

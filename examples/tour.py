@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import uuid
-from datetime import timedelta
 
 from turngate.client import (
     AdmissionMode,
@@ -62,14 +61,16 @@ async def queued_message(client: Client, session_id: str, turn_id: str, queued: 
 async def tour(target: str, project: str = DEFAULT_PROJECT) -> Exit:
     async with Client(target, project) as client:
         session_id = f"chat-{uuid.uuid4().hex[:8]}"
+        print(
+            f"the tour's session: {session_id} in project {project} (watch it: turngate watch {session_id})"
+        )
         gateway = client.gateway()
         watcher = asyncio.create_task(watch(client, session_id))
         await asyncio.sleep(0.2)
 
         say("a runner asks to run turn-1: admitted, with a fencing generation")
         async with client.runner("runner-a").turn(session_id, "turn-1") as turn:
-            every = timedelta(seconds=turn.heartbeat_interval)
-            print(f"   generation={turn.generation} heartbeat every {every}")
+            print(f"   generation={turn.generation} heartbeat every {turn.heartbeat_interval:.1f}s")
 
             say("a second message arrives while turn-1 runs: refused, turn-1 is untouched")
             try:

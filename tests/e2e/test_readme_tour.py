@@ -217,6 +217,8 @@ async def test_the_readme_tour_prints_what_the_readme_shows(tmp_path: Path) -> N
         readme.finished()
 
     for line in (
+        "the tour's session: chat-",
+        "heartbeat every 6.7s",
         "ABORTED SESSION_TURN_IN_USE active=turn-1",
         "cancelled: stopping=turn-1",
         "stop_requested reason='user'",

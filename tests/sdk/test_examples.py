@@ -66,6 +66,23 @@ async def test_demo_runner_honours_the_demo_stop_and_the_demo_watcher_shows_it(
         assert line in printed
 
 
+async def test_the_demo_runner_says_when_a_stop_gave_no_reason(
+    target: str, raw: Raw, ref: pb.SessionRef, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = asyncio.create_task(
+        example("demo_runner").run_agent(target, PROJECT, ref.session_id, "t1", steps=3, step_seconds=30)
+    )
+
+    async def calling() -> bool:
+        active = (await snapshot(raw, ref)).active.turn_id == "t1"
+        return active and bool((await get_turn(raw, ref, "t1")).tool_calls)
+
+    await eventually(calling)
+    await raw.control.CancelTurn(pb.CancelTurnRequest(session=ref, expected_turn_id="t1"))
+    assert await asyncio.wait_for(agent, 5) == 0
+    assert "stop requested (no reason given): call-1 cancelled, winding down" in capsys.readouterr().out
+
+
 async def test_demo_stop_waits_then_forces_a_turn_nobody_ends(
     target: str, raw: Raw, ref: pb.SessionRef, capsys: pytest.CaptureFixture[str]
 ) -> None:
