@@ -55,6 +55,24 @@ async def test_stop_cancels_the_expected_turn_then_answers_mismatch_then_idle(
     }
 
 
+async def test_a_stop_of_a_session_never_seen_says_so_with_the_project_it_looked_in(
+    turngate: Turngate,
+) -> None:
+    unknown = await turngate.run("stop", "no-such-chat")
+    assert (unknown.code, unknown.err) == (4, "")
+    project = unknown.lines[-1].rsplit(" ", 1)[-1]
+    assert unknown.lines == ["idle", f"never seen: no event of no-such-chat in project {project}"]
+
+
+async def test_a_stop_of_a_session_that_ran_turns_says_nothing_of_never_seen(
+    turngate: Turngate, client: Client
+) -> None:
+    async with client.runner("r1").turn("ran", "t1"):
+        pass
+    idle = await turngate.run("stop", "ran")
+    assert (idle.code, idle.lines) == (4, ["idle  last=t1 last_outcome=COMPLETED"])
+
+
 async def test_stop_wait_forces_a_turn_its_runner_does_not_end_and_prints_its_settlement(
     turngate: Turngate, client: Client
 ) -> None:

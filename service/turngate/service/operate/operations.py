@@ -285,7 +285,17 @@ async def stop(client: Client, args: argparse.Namespace) -> ExitCode:
         print(render.stop_result(result, _now()))
         if settled is not None:
             print(render.settlement(settled))
+        if (unknown := await _never_seen(client, args.session, result)) is not None:
+            print(unknown)
     return _stop_exit(result)
+
+
+async def _never_seen(client: Client, session_id: str, result: StopResult) -> str | None:
+    """A Stop that found nothing, on a session where no turn ever ran: whether it was ever seen (a
+    mistyped session or project reads exactly like an idle session)."""
+    if not isinstance(result, Idle) or result.last_turn_id:
+        return None
+    return render.never_seen(await client.get_session(session_id))
 
 
 def _stop_exit(result: StopResult) -> ExitCode:

@@ -465,13 +465,20 @@ def settlement(record: TurnRecord) -> str:
 # Views of several records.
 
 
+def never_seen(snapshot: SessionSnapshot) -> str | None:
+    """The service answers a session it never heard of as an idle one: a line that says so (a
+    mistyped project or session reads exactly like that), or None for a session it knows: one with
+    an event, or a turn in its history (it may have left the store since, docs/design.md §8)."""
+    if snapshot.seq or snapshot.last_settled is not None:
+        return None
+    ref = snapshot.session
+    return f"never seen: no event of {ref.session_id} in project {ref.project_id}"
+
+
 def status(snapshot: SessionSnapshot, now: datetime) -> list[str]:
     lines = block(session(snapshot))
-    if snapshot.seq == 0 and snapshot.epoch == 0:
-        # The service answers a session it never heard of as an idle one: say so, as a mistyped
-        # project or session reads exactly like that.
-        ref = snapshot.session
-        lines += ["", f"never seen: no event of {ref.session_id} in project {ref.project_id}"]
+    if (unknown := never_seen(snapshot)) is not None:
+        lines += ["", unknown]
     for title, record in (("active turn", snapshot.active), ("last settled turn", snapshot.last_settled)):
         if record is not None:
             lines += ["", title, *block(turn(record, now), indent="  ")]
