@@ -29,24 +29,25 @@ TRACE_URL = "http://jaeger.example.com:16686/trace/{trace_id}"
 
 @dataclass(frozen=True)
 class ConsoleServer:
-    """Where a console server listens and keeps its files, so that it can be started again."""
+    """Where a console server listens and keeps its files, so that it can be started again;
+    without `tokens`, it asks for no token (authentication off, on loopback)."""
 
     root: Path
     grpc_port: int
     http_port: int
-    tokens: Path
+    tokens: Path | None
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
     def start(self) -> AbstractAsyncContextManager[Spawned]:
+        authentication = () if self.tokens is None else ("--auth-file", str(self.tokens))
         return spawn_server(
             self.root,
             "--http-listen",
             f"127.0.0.1:{self.http_port}",
-            "--auth-file",
-            str(self.tokens),
+            *authentication,
             port=self.grpc_port,
             env={"TURNGATE_CONSOLE_TRACE_URL": TRACE_URL},
         )
@@ -59,7 +60,7 @@ class ConsoleServer:
         return Client(
             f"127.0.0.1:{self.grpc_port}",
             PROJECT,
-            token=RUNNER.token,
+            token=None if self.tokens is None else RUNNER.token,
             backoff=FAST,
             tracer_provider=TracerProvider(),
         )

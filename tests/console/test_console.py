@@ -7,12 +7,16 @@ from __future__ import annotations
 import asyncio
 import re
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import grpc
 import pytest
+from selenium import webdriver
 
 from tests.console.browser import Page
 from tests.console.conftest import GATEWAY, PROJECT, RUNNER, TRACE_URL, WATCHER, ConsoleServer
+from tests.support.processes import free_port
+from tests.support.waiting import WAIT_TIMEOUT_S
 from turngate.client import AdmissionMode, Client
 from turngate.v1 import turngate_pb2 as pb
 from turngate.v1 import turngate_pb2_grpc as pb_grpc
@@ -385,3 +389,21 @@ async def queue_shown(page: Page, turn_ids: list[str]) -> None:
     """The console's queue lists `turn_ids`, head first."""
     shown = "return [...document.querySelectorAll('#queue li[data-turn]')].map((li) => li.dataset.turn)"
     await page.until(lambda d: d.execute_script(shown) == turn_ids)
+
+
+async def test_stop_and_steer_send_without_a_token_where_the_server_asks_for_none(
+    chromium: webdriver.Chrome, tmp_path: Path, session_id: str
+) -> None:
+    """Authentication off: the console sends its writes as they are, and says a token is needed
+    only when a server refuses one (test_stop_needs_a_gateway_token_and_says_why_it_was_refused)."""
+    server = ConsoleServer(tmp_path, free_port(), free_port(), tokens=None)
+    page = Page(chromium, server.base, tmp_path)
+    async with server.start(), server.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1") as turn:
+        await page.open(f"project={PROJECT}&session={session_id}")
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        await send_steer(page, "and the changelog")
+        await page.shown('#steer-outcome[data-outcome="steered"]')
+        await page.click("#stop", "Stop turn t1")
+        await page.shown('#stop-outcome[data-outcome="cancelled"]', "t1 is stopping")
+        await asyncio.wait_for(turn.stop_requested.wait(), WAIT_TIMEOUT_S)
+    assert page.script_errors() == []

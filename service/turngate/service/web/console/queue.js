@@ -6,7 +6,7 @@ import { getSession, moveQueuedTurn } from "./api.js";
 import { errorReason } from "./connect.js";
 import { el, errorText, replace } from "./dom.js";
 import { href } from "./route.js";
-import { tokenReady } from "./token.js";
+import { refusedForToken } from "./token.js";
 
 // onRead(queue, queueVersion) takes the queue a move answered, or a read after a refused one.
 export function queueControl(where, tokenInput, onRead) {
@@ -47,7 +47,6 @@ export function queueControl(where, tokenInput, onRead) {
   }
 
   async function move(turnId) {
-    if (!tokenReady("Moving a queued turn", report, tokenInput)) return;
     moving = true;
     render();
     replace(report, `moving ${turnId} to the head…`);
@@ -57,6 +56,7 @@ export function queueControl(where, tokenInput, onRead) {
       report.dataset.outcome = "moved";
       replace(report, `moved ${turnId} to the head`);
     } catch (error) {
+      if (refusedForToken("Moving a queued turn", error, report, tokenInput)) return;
       const [kind, words] = errorReason(error) === "QUEUE_VERSION_MISMATCH" ? await reread()
         : ["error", `Move refused: ${errorText(error)}`];
       report.dataset.outcome = kind;

@@ -3,7 +3,7 @@
 
 import { steerTurn } from "./api.js";
 import { el, enumName, errorText, replace } from "./dom.js";
-import { tokenReady } from "./token.js";
+import { refusedForToken } from "./token.js";
 
 const phase = (value) => enumName(value, "TURN_PHASE_");
 
@@ -51,7 +51,6 @@ export function steerControl(project, session, tokenInput) {
 
   form.addEventListener("submit", async (submitted) => {
     submitted.preventDefault();
-    if (!tokenReady("Steer", report, tokenInput)) return;
     const content = field.value.trim();
     if (!content) {
       report.dataset.outcome = "empty";
@@ -69,6 +68,7 @@ export function steerControl(project, session, tokenInput) {
       replace(report, words);
       if (kind !== "mismatch") field.value = "";
     } catch (error) {
+      if (refusedForToken("Steer", error, report, tokenInput)) return;
       report.dataset.outcome = "error";
       replace(report, `Steer refused: ${errorText(error)}`);
     } finally {

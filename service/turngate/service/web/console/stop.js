@@ -2,7 +2,7 @@
 
 import { cancelTurn } from "./api.js";
 import { el, enumName, errorText, replace, time } from "./dom.js";
-import { tokenReady } from "./token.js";
+import { refusedForToken } from "./token.js";
 
 const outcome = (value) => enumName(value, "TURN_OUTCOME_") || "unknown";
 const phase = (value) => enumName(value, "TURN_PHASE_");
@@ -39,7 +39,6 @@ export function stopControl(project, session, tokenInput) {
   let turnId = "";
 
   button.addEventListener("click", async () => {
-    if (!tokenReady("Stop", report, tokenInput)) return;
     const expected = turnId;
     button.disabled = true;
     replace(report, `stopping ${expected}…`);
@@ -48,6 +47,7 @@ export function stopControl(project, session, tokenInput) {
       report.dataset.outcome = kind;
       replace(report, words);
     } catch (error) {
+      if (refusedForToken("Stop", error, report, tokenInput)) return;
       report.dataset.outcome = "error";
       replace(report, `Stop refused: ${errorText(error)}`);
     } finally {

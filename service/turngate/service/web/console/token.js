@@ -13,12 +13,15 @@ export function setToken(value) {
   else sessionStorage.removeItem(KEY);
 }
 
-// Whether a write (`what`: "Stop", "Steer", ...) may be sent: without a token, `report` says so and
-// the token field takes the focus, and nothing is sent (the service would refuse it).
-export function tokenReady(what, report, tokenInput) {
-  if (token()) return true;
+// Whether a write (`what`: "Stop", "Steer", ...) was refused for want of a token the server
+// accepts: then `report` says what it needs and the token field takes the focus. A write is sent
+// with whatever token there is (none on a server without authentication), and only the server's
+// refusal says a token is needed.
+export function refusedForToken(what, error, report, tokenInput) {
+  if (!error || error.code !== "unauthenticated") return false;
   report.dataset.outcome = "needs-token";
-  replace(report, `${what} needs a gateway token: enter it in “Gateway token” above.`);
+  replace(report, token() ? `${what} was refused: the server does not accept this token; check “Gateway token” above.`
+    : `${what} needs a gateway token: enter it in “Gateway token” above.`);
   tokenInput.focus();
-  return false;
+  return true;
 }
