@@ -2,10 +2,12 @@
 // Everything shown is set as text (textContent), never as HTML: ids and reasons come from runners.
 import {
   createTurngateTransport,
+  InteractionStatus,
   isResync,
   SessionPhase,
   SteerStatus,
   toTurngateError,
+  ToolCallStatus,
   Turngate,
   TurnOutcome,
   TurnPhase,
@@ -24,6 +26,8 @@ const element = <T extends HTMLElement>(id: string): T =>
   document.getElementById(id) as T;
 const form = element<HTMLFormElement>("watch-form");
 const stopButton = element<HTMLButtonElement>("stop");
+// The turn the last Stop left stopping, until it ends.
+let stopping: string | undefined;
 let view: View = {
   phase: SessionPhase.UNSPECIFIED,
   active: undefined,
@@ -74,9 +78,9 @@ function describe(event: SessionEvent): string {
     case "stopRequested":
       return `stop requested for ${kind.value.turnId}${kind.value.reason ? `: ${kind.value.reason}` : ""}`;
     case "toolCall":
-      return `tool call ${kind.value.toolCall?.name} (${kind.value.toolCall?.callId}) of ${kind.value.turnId}`;
+      return `tool call ${kind.value.toolCall?.name} (${kind.value.toolCall?.callId}) of ${kind.value.turnId}: ${ToolCallStatus[kind.value.toolCall?.status ?? 0]}`;
     case "interaction":
-      return `interaction ${kind.value.interaction?.interactionId} of ${kind.value.turnId}`;
+      return `interaction ${kind.value.interaction?.interactionId} of ${kind.value.turnId}: ${InteractionStatus[kind.value.interaction?.status ?? 0]}`;
     case "turnSettled":
       return `turn ${kind.value.turn?.turnId} settled ${TurnOutcome[kind.value.turn?.outcome ?? 0]}`;
     case "turnQueued":
@@ -127,6 +131,15 @@ function turnText(turn: TurnRecord | undefined): string {
 }
 
 function render(): void {
+  // "Stopping t1…" holds only while t1 does: once it has ended, say how.
+  if (stopping && view.active?.turnId !== stopping) {
+    const ended =
+      view.lastSettled?.turnId === stopping
+        ? ` ${TurnOutcome[view.lastSettled.outcome]}`
+        : "";
+    element("outcome").textContent = `${stopping} has ended${ended}.`;
+    stopping = undefined;
+  }
   element("phase").textContent = SessionPhase[view.phase];
   element("active").textContent = turnText(view.active);
   element("last-settled").textContent = turnText(view.lastSettled);
@@ -186,6 +199,7 @@ form.addEventListener("submit", (submitted) => {
     lastSettled: undefined,
   };
   element("outcome").textContent = "";
+  stopping = undefined;
   render();
   void watch(watching.turngate, watching.sessionId, watching.abort);
 });
@@ -203,6 +217,10 @@ stopButton.addEventListener("click", async () => {
       reason: "Stop from the example page",
     });
     outcome.textContent = stopOutcome(result);
+    stopping =
+      result.outcome === "cancelled" && !result.settled
+        ? result.stoppingTurnId || undefined
+        : undefined;
   } catch (thrown) {
     const error = toTurngateError(thrown);
     outcome.textContent = `Stop failed: ${error.name}: ${error.message}`;

@@ -74,6 +74,8 @@ async def test_a_busy_session_is_listed_its_tool_call_appears_live_and_stop_show
         await page.attribute("#turn-state", "data-phase", "SETTLED")
         assert "CANCELLED by RUNNER" in (await page.shown("#turn-state")).text
         await page.shown('#timeline li[data-kind="turnSettled"]', "t1 CANCELLED by RUNNER")
+        ended = await page.shown('#stop-outcome[data-outcome="ended"]', "t1 has ended")
+        assert "is stopping" not in ended.text, "no stale '…is stopping' once the turn settled"
         await page.screenshot("stopped")
 
 

@@ -134,5 +134,6 @@ async def test_the_example_page_watches_a_turn_stops_it_and_shows_it_settle(tmp_
             )
             await shown(driver, "last-settled", "t1 (SETTLED CANCELLED")
             await shown(driver, "phase", "IDLE")
+            await shown(driver, "outcome", "t1 has ended CANCELLED.")  # no longer "Stopping t1"
             driver.save_screenshot(str(tmp_path / "settled.png"))
             assert driver.find_element(By.ID, "stop").get_attribute("disabled") is not None

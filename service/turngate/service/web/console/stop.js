@@ -37,15 +37,19 @@ export function stopControl(project, session, tokenInput) {
   const button = el("button", { type: "button", id: "stop", disabled: true }, "Stop");
   const report = el("p", { id: "stop-outcome", role: "status" });
   let turnId = "";
+  // The turn the last Stop left stopping: "…is stopping" holds only until it ends.
+  let stopping = "";
 
   button.addEventListener("click", async () => {
     const expected = turnId;
     button.disabled = true;
     replace(report, `stopping ${expected}…`);
     try {
-      const [kind, words] = describeStop(await cancelTurn(project, session, expected));
+      const answer = await cancelTurn(project, session, expected);
+      const [kind, words] = describeStop(answer);
       report.dataset.outcome = kind;
       replace(report, words);
+      stopping = kind === "cancelled" && answer.cancelled.stoppingTurnId || "";
     } catch (error) {
       if (refusedForToken("Stop", error, report, tokenInput)) return;
       report.dataset.outcome = "error";
@@ -60,6 +64,11 @@ export function stopControl(project, session, tokenInput) {
     // The session's active turn as the operator sees it: a running one is what a click names
     // as expected_turn_id; a stopping one was stopped already.
     show(active) {
+      if (stopping && (!active || active.turnId !== stopping)) {
+        report.dataset.outcome = "ended";
+        replace(report, `${stopping} has ended: its settlement is on the timeline`);
+        stopping = "";
+      }
       turnId = active && active.phase === "TURN_PHASE_RUNNING" ? active.turnId : "";
       button.disabled = !turnId;
       replace(button, turnId ? `Stop turn ${turnId}`
