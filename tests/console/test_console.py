@@ -387,6 +387,42 @@ async def test_q8_a_queued_turn_moved_to_the_head_from_the_console_and_a_queue_c
         assert page.script_errors() == []
 
 
+async def test_a_paused_queue_is_handled_from_the_console_one_turn_cancelled_resumed_then_cleared(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async def t1_fails_with_three_waiting() -> None:
+        async with sdk.runner("r1").turn(session_id, "t1"):
+            for turn_id in ("t2", "t3", "t4"):
+                await enqueue(served, session_id, turn_id)
+            raise RuntimeError("t1 fails: its end pauses the queue (Q3)")
+
+    async with served.runner_client() as sdk:
+        with pytest.raises(RuntimeError):
+            await t1_fails_with_three_waiting()
+        await sign_in(page, GATEWAY.token, f"project={PROJECT}")
+        row = await page.shown("#busy tbody tr", session_id)
+        for shown in ("waiting: t2", "QUEUE PAUSED", "3", "t1"):
+            assert shown in row.text, "a session busy by its queue alone has no blank cells"
+        await page.screenshot("busy-queue-only")
+
+        await page.click("#busy a", session_id)
+        await page.shown("#queue-paused", "Paused")
+        await queue_shown(page, ["t2", "t3", "t4"])
+        await page.click("#queue button", "Cancel t3")
+        await page.shown('#queue-outcome[data-outcome="cancelled"]', "t3 left the queue and will not run")
+        await queue_shown(page, ["t2", "t4"])
+        await page.screenshot("queue-paused")
+
+        await page.click("#resume-queue", "Resume queue")
+        await page.shown('#queue-outcome[data-outcome="resumed"]', "t2 was admitted")
+        await queue_shown(page, ["t4"])
+        await page.click("#clear-queue", "Clear queue")
+        await page.shown('#queue-outcome[data-outcome="cleared"]', "t4 will not run")
+        await page.shown("#queue li", "No turn is waiting")
+        assert await queued_ids(sdk, session_id) == []
+        assert page.script_errors() == []
+
+
 async def queue_shown(page: Page, turn_ids: list[str]) -> None:
     """The console's queue lists `turn_ids`, head first."""
     shown = "return [...document.querySelectorAll('#queue li[data-turn]')].map((li) => li.dataset.turn)"

@@ -47,6 +47,19 @@ export function steerTurn(project, session, expectedTurnId, content) {
   }, { token: token() });
 }
 
+export function resumeQueue(project, session) {
+  return unary("ControlService", "ResumeQueue", { session: ref(project, session), requestId: newId() },
+    { token: token() });
+}
+
+export function clearQueue(project, session) {
+  return unary("ControlService", "ClearQueue", {
+    session: ref(project, session),
+    reason: "cleared from the operator console",
+    requestId: newId(),
+  }, { token: token() });
+}
+
 // expectedQueueVersion is the int64 as protobuf's JSON carries it (a string).
 export function moveQueuedTurn(project, session, turnId, expectedQueueVersion) {
   return unary("ControlService", "MoveQueuedTurn", {

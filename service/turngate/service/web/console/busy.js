@@ -9,17 +9,32 @@ const POLL_MS = 2000;
 
 function row(project, snapshot) {
   const session = snapshot.session.sessionId;
+  const queue = snapshot.queue || [];
+  const link = (turnId) => el("a", { href: href({ project, session, turn: turnId }) }, turnId);
+  const paused = snapshot.queuePausedBy || "";
   const active = snapshot.active;
-  const turnCell = active ? el("a", { href: href({ project, session, turn: active.turnId }) }, active.turnId) : "";
+  if (!active) {  // busy by its queue alone: what waits at its head, and until when
+    const head = queue[0] || {};
+    return [
+      el("a", { href: href({ project, session }) }, session),
+      head.turnId ? ["waiting: ", link(head.turnId)] : "—",
+      paused ? "QUEUE PAUSED" : "QUEUED",
+      head.runnerId || "—",
+      "—",
+      head.expiresAt ? time(head.expiresAt) : "—",
+      String(queue.length),
+      paused || "—",
+    ];
+  }
   return [
     el("a", { href: href({ project, session }) }, session),
-    turnCell,
-    active ? enumName(active.phase, "TURN_PHASE_") : "",
-    active ? active.runnerId : "",
-    active ? time(active.admittedAt) : "",
-    active ? time(active.stopDeadline || active.leaseExpiresAt) : "",
-    String((snapshot.queue || []).length || ""),
-    snapshot.queuePausedBy || "",
+    link(active.turnId),
+    enumName(active.phase, "TURN_PHASE_"),
+    active.runnerId,
+    time(active.admittedAt),
+    time(active.stopDeadline || active.leaseExpiresAt),
+    String(queue.length || "—"),
+    paused || "—",
   ];
 }
 

@@ -1,9 +1,10 @@
 // The session as the timeline's events leave it: the phase, the active turn (what Stop and Steer
-// name), the last settled one and the queue (what a move names, with the version last read).
+// name), the last settled one and the queue (what a move names, with the version last read, and
+// whether a turn's end paused it: a paused queue's flag means nothing once it is empty).
 // Only follows the service's events and reads; it decides nothing.
 
 export function initial() {
-  return { phase: "", active: null, lastSettled: null, queue: [], queueVersion: "0" };
+  return { phase: "", active: null, lastSettled: null, queue: [], queueVersion: "0", queuePaused: false };
 }
 
 const turnView = (record) => ({
@@ -44,6 +45,7 @@ export function apply(state, event) {
       phase: snapshot.phase || "SESSION_PHASE_IDLE",
       active: snapshot.active ? turnView(snapshot.active) : null,
       lastSettled: snapshot.lastSettled ? turnView(snapshot.lastSettled) : null,
+      queuePaused: Boolean(snapshot.queuePaused),
     }, snapshot.queue, snapshot.queueVersion);
   }
   if (event.turnAdmitted) {
@@ -67,6 +69,8 @@ export function apply(state, event) {
     return { ...state, queue: enqueue(state.queue, event.turnQueued.turn, event.turnQueued.position) };
   }
   if (event.turnDequeued) return { ...state, queue: without(state.queue, event.turnDequeued.turnId) };
+  if (event.queuePaused) return { ...state, queuePaused: true };
+  if (event.queueResumed) return { ...state, queuePaused: false };
   if (event.queueReordered) {
     const known = new Map(state.queue.map((queued) => [queued.turnId, queued]));
     const order = event.queueReordered.turnIds || [];
