@@ -445,3 +445,15 @@ async def test_stop_and_steer_send_without_a_token_where_the_server_asks_for_non
         await page.shown('#stop-outcome[data-outcome="cancelled"]', "t1 is stopping")
         await asyncio.wait_for(turn.stop_requested.wait(), WAIT_TIMEOUT_S)
     assert page.script_errors() == []
+
+
+async def test_a_session_never_seen_says_so_with_the_project_it_looked_in_until_its_first_event(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+    unknown = await page.shown("#turn-state", "Never seen")
+    assert f"no event of {session_id} in project {PROJECT}" in unknown.text
+    async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1"):
+        await page.attribute("#turn-state", "data-phase", "RUNNING")
+        assert "Never seen" not in (await page.shown("#turn-state")).text
+    assert page.script_errors() == []

@@ -46,8 +46,11 @@ export function apply(state, event) {
       active: snapshot.active ? turnView(snapshot.active) : null,
       lastSettled: snapshot.lastSettled ? turnView(snapshot.lastSettled) : null,
       queuePaused: Boolean(snapshot.queuePaused),
+      // No event, no turn in its history: the service answers a session it never heard of so.
+      neverSeen: !snapshot.seq && !snapshot.lastSettled,
     }, snapshot.queue, snapshot.queueVersion);
   }
+  if (state.neverSeen) return apply({ ...state, neverSeen: false }, event);
   if (event.turnAdmitted) {
     const turn = event.turnAdmitted.turn;
     return { ...state, phase: "SESSION_PHASE_RUNNING", active: turnView(turn), queue: without(state.queue, turn.turnId) };

@@ -16,6 +16,10 @@ function turnState(state, where) {
   const shown = state.active || state.lastSettled;
   const node = el("p", { id: "turn-state", "data-turn": shown ? shown.turnId : "",
     "data-phase": shown ? enumName(shown.phase, "TURN_PHASE_") : "IDLE" });
+  if (!shown && state.neverSeen) {
+    return replace(node, `Never seen: no event of ${where.session} in project ${where.project} `
+      + "(a mistyped session or project reads exactly like this).");
+  }
   if (!shown) return replace(node, "No turn yet: the session is idle.");
   const settled = shown.outcome ? [" · ", enumName(shown.outcome, "TURN_OUTCOME_"), " by ",
     enumName(shown.settledBy, "SETTLED_BY_")] : [];
