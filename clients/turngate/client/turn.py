@@ -107,9 +107,7 @@ class Turn:
     """The steers received, as they arrive, until a Stop."""
     steer: SteerInput | None
     """For a turn a steer became (requeued unconsumed, or queued by the ENQUEUE fallback): the
-    input it is to run, when the SDK saw it queued (entered with `mode=ENQUEUE` while it waited);
-    None for any other turn, and for one promoted before its runner asked (AdmitTurn's answer does
-    not carry the input: the `turn_admitted` event that promoted it does)."""
+    input it is to run (AdmitTurn answers it with the lease); None for any other turn."""
     outcome: TurnOutcome | None
     """The turn's one outcome, once known."""
     settled: TurnRecord | None
