@@ -120,7 +120,8 @@ class DurableRedis(PrivateRedisServer):
     """One that appends every write to its AOF and fsyncs it before answering, so what it
     acknowledged survives a SIGKILL; `start` again loads it back."""
 
-    PERSISTENCE = ("--appendonly", "yes", "--appendfsync", "always")
+    # Events over 100 ms are kept (LATENCY LATEST), for a test that must say why Redis was slow.
+    PERSISTENCE = ("--appendonly", "yes", "--appendfsync", "always", "--latency-monitor-threshold", "100")
 
 
 class VolatileRedis(PrivateRedisServer):
