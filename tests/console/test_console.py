@@ -457,3 +457,24 @@ async def test_a_session_never_seen_says_so_with_the_project_it_looked_in_until_
         await page.attribute("#turn-state", "data-phase", "RUNNING")
         assert "Never seen" not in (await page.shown("#turn-state")).text
     assert page.script_errors() == []
+
+
+async def test_a_session_opened_after_its_turns_shows_them_oldest_first_with_their_calls_and_pages_earlier(
+    page: Page, served: ConsoleServer, session_id: str
+) -> None:
+    async with served.runner_client() as sdk:
+        for n in range(12):  # more than a page (10)
+            async with sdk.runner("r1").turn(session_id, f"t{n}") as turn, turn.tool_call("c1", "search_web"):
+                pass
+        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.shown("#earlier li[data-turn]", "t11")
+        shown = "return [...document.querySelectorAll('#earlier > li')].map((li) => li.dataset.turn)"
+        await page.until(lambda d: d.execute_script(shown) == [f"t{n}" for n in range(2, 12)])
+        latest = await page.shown('#earlier li[data-turn="t11"]')
+        assert "COMPLETED by RUNNER" in latest.text
+        assert "search_web (c1) SUCCEEDED" in latest.text
+        await page.click("#load-earlier", "Load earlier turns")
+        await page.until(lambda d: d.execute_script(shown) == [f"t{n}" for n in range(12)])
+        assert await page.script("return document.getElementById('load-earlier').hidden") is True
+        await page.screenshot("earlier-turns")
+    assert page.script_errors() == []

@@ -27,6 +27,11 @@ export async function getTurn(project, session, turnId, signal) {
   return answer.turn;
 }
 
+export function listTurns(project, session, pageSize, pageToken) {
+  return unary("SessionService", "ListTurns", { session: ref(project, session), pageSize, pageToken },
+    { token: token() });
+}
+
 export function cancelTurn(project, session, expectedTurnId) {
   return unary("ControlService", "CancelTurn", {
     session: ref(project, session),

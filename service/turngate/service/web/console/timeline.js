@@ -3,6 +3,7 @@
 // connection with the cursor.
 
 import { el, enumName, replace } from "./dom.js";
+import { earlierTurns } from "./earlier.js";
 import { eventRow } from "./events.js";
 import * as history from "./history.js";
 import { href } from "./route.js";
@@ -58,6 +59,7 @@ export function showTimeline(root, where, tokenInput) {
     status,
     el("section", { "aria-label": "Current turn" }, stateSlot, stop.nodes, steer.nodes),
     el("section", { "aria-label": "Queue" }, queue.nodes),
+    el("section", { "aria-label": "Earlier turns" }, earlierTurns(where)),
     el("h3", {}, "Timeline"),
     timeline);
 
