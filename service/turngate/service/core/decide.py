@@ -350,8 +350,8 @@ def recalled(state: Session, settled: Sequence[SettledTurn]) -> Session:
 
 def _admit(draft: _Draft, cmd: Admit) -> Reply:
     state, now = draft.state, draft.now
-    if _tombstoned(state, cmd.turn_id, now):
-        return Refusal(ErrorReason.TURN_CANCELLED, f"turn {cmd.turn_id} was cancelled before it started")
+    if (cancelled := _cancelled_before_start(state, cmd.turn_id, now)) is not None:
+        return cancelled
     active = state.active
     if active is not None and active.turn_id == cmd.turn_id:
         if active.runner_id != cmd.runner_id:
@@ -387,13 +387,8 @@ def _admit(draft: _Draft, cmd: Admit) -> Reply:
                 f"turn {cmd.turn_id} was queued by another principal",
             )
         return Queued(queued, position, len(state.queue), replayed=True)
-    settled = state.settled(cmd.turn_id)
-    if settled is not None:
-        return Refusal(
-            ErrorReason.TURN_ALREADY_SETTLED,
-            f"turn {cmd.turn_id} already settled {settled.outcome.name}",
-            settled_outcome=settled.outcome,
-        )
+    if (ran := _already_settled(state, cmd.turn_id)) is not None:
+        return ran
     if cmd.mode is AdmissionMode.INTERRUPT:
         return _interrupt(draft, cmd)
     if active is not None:
@@ -691,6 +686,25 @@ def _moved(queue: tuple[QueuedTurn, ...], turn_id: str, after_turn_id: str) -> t
     return (*rest[:at], moving, *rest[at:])
 
 
+def _cancelled_before_start(state: Session, turn_id: str, now: int) -> Refusal | None:
+    """I4: a turn tombstoned by a Stop before it started never starts."""
+    if not _tombstoned(state, turn_id, now):
+        return None
+    return Refusal(ErrorReason.TURN_CANCELLED, f"turn {turn_id} was cancelled before it started")
+
+
+def _already_settled(state: Session, turn_id: str) -> Refusal | None:
+    """A turn that ran (or left the queue) does not start again."""
+    settled = state.settled(turn_id)
+    if settled is None:
+        return None
+    return Refusal(
+        ErrorReason.TURN_ALREADY_SETTLED,
+        f"turn {turn_id} already settled {settled.outcome.name}",
+        settled_outcome=settled.outcome,
+    )
+
+
 def _refusal_about_queued(queued: QueuedTurn, reason: ErrorReason, message: str) -> Refusal:
     return Refusal(reason, message, active_turn_id=queued.turn_id, active_phase=TurnPhase.QUEUED)
 
@@ -735,6 +749,16 @@ def _foreign(turn: ActiveTurn | SettledTurn, principal: str) -> Refusal | None:
     )
 
 
+def _writable(
+    state: Session, cmd: RecordToolCall | RecordInteraction | AcknowledgeSteer
+) -> ActiveTurn | Refusal:
+    """The active turn a runner's record writes to: its lease's (I2), held by its principal."""
+    turn = _fenced(state, cmd.turn_id, cmd.generation)
+    if turn is None:
+        return _not_active(cmd.turn_id)
+    return _foreign(turn, cmd.principal) or turn
+
+
 def _recorded_settlement(state: Session, turn_id: str, generation: int) -> SettledTurn | None:
     settled = state.settled(turn_id)
     return settled if settled is not None and settled.generation == generation else None
@@ -767,11 +791,9 @@ def _heartbeat(draft: _Draft, cmd: Heartbeat) -> Reply:
 
 
 def _record_tool_call(draft: _Draft, cmd: RecordToolCall) -> Reply:
-    turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
-    if turn is None:
-        return _not_active(cmd.turn_id)
-    if foreign := _foreign(turn, cmd.principal):
-        return foreign
+    turn = _writable(draft.state, cmd)
+    if isinstance(turn, Refusal):
+        return turn
     opening = cmd.status is ToolCallStatus.OPEN
     existing = turn.tool_calls.get(cmd.call_id)
     if existing is not None:
@@ -792,11 +814,9 @@ def _record_tool_call(draft: _Draft, cmd: RecordToolCall) -> Reply:
 
 
 def _record_interaction(draft: _Draft, cmd: RecordInteraction) -> Reply:
-    turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
-    if turn is None:
-        return _not_active(cmd.turn_id)
-    if foreign := _foreign(turn, cmd.principal):
-        return foreign
+    turn = _writable(draft.state, cmd)
+    if isinstance(turn, Refusal):
+        return turn
     existing = turn.interactions.get(cmd.interaction_id)
     if existing is not None:
         return InteractionReply(turn.turn_id, cmd.interaction_id, existing, "", recorded=False)
@@ -1066,15 +1086,12 @@ def _steer_enqueued(draft: _Draft, cmd: SteerTurn, runner: _Runner) -> SteerQueu
 
 
 def _turn_id_taken(state: Session, turn_id: str, now: int) -> Refusal | None:
-    """Why a steer cannot become turn `turn_id`: the session knows a turn by that id."""
-    if _tombstoned(state, turn_id, now):
-        return Refusal(ErrorReason.TURN_CANCELLED, f"turn {turn_id} was cancelled before it started")
-    if (settled := state.settled(turn_id)) is not None:
-        return Refusal(
-            ErrorReason.TURN_ALREADY_SETTLED,
-            f"turn {turn_id} already settled {settled.outcome.name}",
-            settled_outcome=settled.outcome,
-        )
+    """Why a steer cannot become turn `turn_id`: the session knows a turn by that id (refused as
+    its admission would be)."""
+    if (
+        refused := _cancelled_before_start(state, turn_id, now) or _already_settled(state, turn_id)
+    ) is not None:
+        return refused
     active = state.active
     if (active is not None and active.turn_id == turn_id) or state.queued(turn_id) is not None:
         return Refusal(ErrorReason.TURN_OWNED_BY_OTHER_RUNNER, f"turn {turn_id} exists already")
@@ -1083,11 +1100,9 @@ def _turn_id_taken(state: Session, turn_id: str, now: int) -> Refusal | None:
 
 def _acknowledge_steer(draft: _Draft, cmd: AcknowledgeSteer) -> Reply:
     """S2: the runner ends a pending steer of its own turn, once; a repeat answers that end."""
-    turn = _fenced(draft.state, cmd.turn_id, cmd.generation)
-    if turn is None:
-        return _not_active(cmd.turn_id)
-    if foreign := _foreign(turn, cmd.principal):
-        return foreign
+    turn = _writable(draft.state, cmd)
+    if isinstance(turn, Refusal):
+        return turn
     steer = turn.steers.get(cmd.steer_id)
     if steer is None:
         return Refusal(ErrorReason.STEER_NOT_FOUND, f"turn {turn.turn_id} has no steer {cmd.steer_id}")
