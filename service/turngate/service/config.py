@@ -80,6 +80,18 @@ def microseconds(seconds: float) -> int:
 DAY = _seconds(limits.DAY)
 
 
+def sqlite_file_of(url: str) -> Path | None:
+    """The absolute path of the SQLite file at a database `url` (None for another database, or one
+    in memory): a relative path is the working directory's."""
+    # Imported here: the operator commands, which read no store, start faster without it.
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).absolute()
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=PREFIX, extra="forbid", frozen=True, use_attribute_docstrings=True
@@ -290,14 +302,8 @@ class Settings(BaseSettings):
     @property
     def sqlite_file(self) -> Path | None:
         """The absolute path of the SQLite file holding the store, or with a redis store the ledger
-        (None for another database, or one in memory): a relative path is the working directory's."""
-        # Imported here: the operator commands, which read no store, start faster without it.
-        from sqlalchemy.engine import make_url
-
-        url = make_url(self.ledger or self.store)
-        if not url.drivername.startswith("sqlite") or url.database in (None, "", ":memory:"):
-            return None
-        return Path(url.database).absolute()
+        (None for another database, or one in memory)."""
+        return sqlite_file_of(self.ledger or self.store)
 
     @property
     def store_kind(self) -> StoreKind:

@@ -32,7 +32,7 @@ from turngate.service.auth.principals import load_tokens
 from turngate.service.auth.session_tokens import load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
 from turngate.service.backends import Backend, ledger_url, open_backend, projector_for, when_migrated
-from turngate.service.config import Settings, host_and_port, microseconds
+from turngate.service.config import Settings, host_and_port, microseconds, sqlite_file_of
 from turngate.service.health import LIVENESS, STORE, Health, follow_store
 from turngate.service.redis_url import REDIS_SCHEMES
 from turngate.service.retirement import Retirement
@@ -420,12 +420,14 @@ def _named(url: str) -> str:
         login, at, nodes = parts.netloc.rpartition("@")
         user, colon, _ = login.partition(":")
         return "Redis " + parts._replace(netloc=f"{user}{colon and ':***'}{at}{nodes}").geturl()
+    if (path := sqlite_file_of(url)) is not None:
+        return f"SQLite file {path}"
     parsed = make_url(url)
-    if parsed.drivername.startswith("sqlite"):
-        if parsed.database in (None, "", ":memory:"):
-            return "SQLite in memory"
-        return f"SQLite file {Path(parsed.database).absolute()}"
-    return parsed.render_as_string(hide_password=True)
+    return (
+        "SQLite in memory"
+        if parsed.drivername.startswith("sqlite")
+        else parsed.render_as_string(hide_password=True)
+    )
 
 
 def _tune_garbage_collector() -> None:
