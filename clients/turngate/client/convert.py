@@ -392,13 +392,6 @@ def stop_result(message: pb.CancelTurnResponse) -> StopResult:
             assert_never(outcome)
 
 
-def _reason(number: int) -> ErrorReason:
-    """The contract's ErrorReason number as an `ErrorReason`; UNSPECIFIED for one this SDK does
-    not know."""
-    known = {member.number: member for member in ErrorReason}
-    return known.get(number, ErrorReason.UNSPECIFIED)
-
-
 def steer_result(message: pb.SteerTurnResponse) -> SteerResult:
     """What became of a steer. ValueError for an answer without an outcome (not the contract)."""
     match outcome := message.WhichOneof("outcome"):
@@ -409,7 +402,7 @@ def steer_result(message: pb.SteerTurnResponse) -> SteerResult:
             m = message.mismatch
             return SteerMismatch(
                 expected_turn_id=m.expected_turn_id,
-                reason=_reason(m.reason),
+                reason=ErrorReason.numbered(m.reason),
                 current_turn_id=m.current_turn_id,
                 current_phase=TurnPhase(m.current_phase),
                 expected_phase=TurnPhase(m.expected_phase),

@@ -259,3 +259,9 @@ class ErrorReason(StrEnum):
     def number(self) -> int:
         """The contract's number of this value (`AdmissionRefusal.reason`)."""
         return pb.ErrorReason.Value(self.proto_name)
+
+    @classmethod
+    def numbered(cls, number: int) -> ErrorReason:
+        """The reason the contract's `number` is (`number`'s inverse); UNSPECIFIED for one this SDK
+        does not know."""
+        return next((member for member in cls if member.number == number), cls.UNSPECIFIED)
