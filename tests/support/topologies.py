@@ -61,6 +61,8 @@ SENTINEL_PERIODS = (
     *("SENTINEL", "DEBUG"),
     *("info-period", "1000", "publish-period", "500", "tilt-period", "2000"),
 )
+# What a sentinel logs when it finds a primary down, and when it replaces one.
+FAILOVER_MARKS = ("+sdown master", "+odown master", "+switch-master")
 Role = Literal["master", "replica"]
 T = TypeVar("T")
 
@@ -256,6 +258,11 @@ class _Topology(ABC):
         to rejoin: see `wait_for_rejoin`)."""
         await self._own(process).start()
 
+    @abstractmethod
+    async def detect_failures_within(self, timeout_ms: int) -> None:
+        """From now on, a master silent for `timeout_ms` is failed over (set on every reachable
+        process that judges it; one that is frozen or down keeps what it had)."""
+
     def _own(self, process: RedisProcess) -> RedisProcess:
         assert process in self.processes, f"redis-server {process.port} is not of this topology"
         return process
@@ -390,6 +397,11 @@ class RedisCluster(_Topology):
         startup_nodes = [ClusterNode(host, port) for host, port in self.startup_nodes]
         async with ClusterClient(startup_nodes=startup_nodes, **{**timeouts, **options}) as client:
             yield client
+
+    async def detect_failures_within(self, timeout_ms: int) -> None:
+        for node in self.reachable():
+            await node.query("CONFIG", "SET", "cluster-node-timeout", str(timeout_ms))
+        self.node_timeout_ms = timeout_ms
 
     async def members(self) -> list[ClusterMember]:
         """Every node, its role and master, as the first reachable node sees them."""
@@ -629,6 +641,12 @@ class RedisSentinel(_Topology):
         assert len(ports) == 1, f"the sentinels list {len(ports)} replicas: {ports}"
         return self._data_node_on(ports[0])
 
+    async def detect_failures_within(self, timeout_ms: int) -> None:
+        for sentinel in self._reachable_sentinels():
+            await sentinel.query(
+                "SENTINEL", "SET", self.service_name, "down-after-milliseconds", str(timeout_ms)
+            )
+
     async def flushall(self) -> None:
         """Empties the primary (the replica follows), for tests sharing one deployment."""
         await (await self.primary()).query("FLUSHALL")
@@ -677,7 +695,10 @@ class RedisSentinel(_Topology):
         `replica` as its linked replica, and knows every other sentinel."""
         primary = await self.primary()
         if primary is replica:
-            raise _NotYet(f"the sentinels name {replica.port} the primary: they failed over again")
+            raise _NotYet(
+                f"the sentinels name {replica.port} the primary: they failed over again "
+                f"({self._failover_events()})"
+            )
         await _replica_linked(replica, primary)
         for sentinel in self._reachable_sentinels():
             state = await sentinel.query("SENTINEL MASTER", self.service_name)
@@ -692,6 +713,16 @@ class RedisSentinel(_Topology):
             ):
                 raise _NotYet(f"sentinel {sentinel.port} does not see {replica.port} linked: {listed}")
         return primary
+
+    def _failover_events(self) -> str:
+        """The last lines in which the sentinels logged a primary down or replaced."""
+        events = [
+            f"{sentinel.port}: {line.split(' # ', 1)[-1]}"
+            for sentinel in self.sentinels
+            for line in sentinel.log.read_text().splitlines()[-200:]
+            if any(mark in line for mark in FAILOVER_MARKS)
+        ]
+        return "; ".join(events[-9:])
 
     def _reachable_sentinels(self) -> list[RedisProcess]:
         return [sentinel for sentinel in self.sentinels if sentinel.reachable]

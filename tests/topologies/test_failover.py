@@ -62,8 +62,12 @@ Topology = RedisCluster | RedisSentinel
 
 RUNNERS = 16
 REPLICAS = 2
+# How long a master may be silent before it is failed over, from the fault until the failover:
 NODE_TIMEOUT_MS = 1_000
 DOWN_AFTER_MS = 1_000
+# and at every other time, so that a busy machine stalling a healthy master for a second (as it
+# once did in CI, while the old primary resynced) does not fail it over a second time.
+CALM_TIMEOUT_MS = 10_000
 # The issue's bound: every runner gets a call through within node timeout (down-after) + this.
 SERVE_AGAIN_MARGIN_S = 5.0
 # Turns nobody heartbeats, admitted before the fault: they expire while the topology fails over.
@@ -285,7 +289,7 @@ async def fail_over_under_load(
     of the first runner's session, waits for the failover and for every runner to get a call
     through (and complete a turn) again, brings the old master back when `back` says, and reads
     everything the tests assert."""
-    timeout_ms = topology.node_timeout_ms if isinstance(topology, RedisCluster) else DOWN_AFTER_MS
+    timeout_ms = NODE_TIMEOUT_MS if isinstance(topology, RedisCluster) else DOWN_AFTER_MS
     async with postgres_database("turngate_failover") as database:
         deployment = Deployment(topology.url, unique_prefix(), postgres_url(database), lease_ttl=LOAD_LEASE_S)
         keys = deployment.keys
@@ -314,6 +318,7 @@ async def fail_over_under_load(
                         run.expiring = await admit_expiring_turns(topology, keys, clients, target)
                     scripts_before = await scripts_run(target)
 
+                    await topology.detect_failures_within(timeout_ms)
                     run.fault_at = time.monotonic()
                     if fault is Fault.FREEZE:
                         topology.freeze(target)
@@ -321,6 +326,7 @@ async def fail_over_under_load(
                         await topology.kill(target)
                     await topology.wait_for_failover(target)
                     run.failed_over_at = time.monotonic()
+                    await topology.detect_failures_within(CALM_TIMEOUT_MS)
 
                     if back is Return.ONCE_CALLED:
                         await waited_for(
@@ -375,6 +381,7 @@ async def bring_back(run: Failover, topology: Topology, target: RedisProcess, fa
         await topology.restart(target)
     await topology.wait_for_rejoin(target)
     run.rejoined_at = time.monotonic()
+    await topology.detect_failures_within(CALM_TIMEOUT_MS)  # the returned node too
 
 
 async def admit_expiring_turns(
@@ -479,7 +486,7 @@ async def ledger_differences(
 @pytest.fixture(scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RedisCluster]:
     async with RedisCluster.started(
-        tmp_path_factory.mktemp("cluster"), node_timeout_ms=NODE_TIMEOUT_MS
+        tmp_path_factory.mktemp("cluster"), node_timeout_ms=CALM_TIMEOUT_MS
     ) as topology:
         yield topology
 
@@ -487,7 +494,7 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Red
 @pytest.fixture(scope="module")
 async def sentinel(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RedisSentinel]:
     async with RedisSentinel.started(
-        tmp_path_factory.mktemp("sentinel"), down_after_ms=DOWN_AFTER_MS
+        tmp_path_factory.mktemp("sentinel"), down_after_ms=CALM_TIMEOUT_MS
     ) as topology:
         yield topology
 
