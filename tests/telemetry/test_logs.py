@@ -14,6 +14,7 @@ import pytest
 from opentelemetry import trace
 
 from tests.support.calls import admit, complete
+from tests.support.collector import collecting
 from tests.support.processes import spawn_server
 from tests.support.servers import Client
 from tests.telemetry.recorded import Recorded, in_trace
@@ -126,3 +127,27 @@ async def test_serve_writes_every_line_as_json_with_turngate_log_format_json(
     [admitted] = [line for line in lines if line["message"] == "turn_admitted"]
     assert admitted["session_id"] == session.session_id
     assert "trace_id" not in admitted  # no OTEL_* variables: no spans
+
+
+async def test_serve_writes_an_event_from_its_writer_thread_with_the_ids_of_the_span_it_was_made_in(
+    tmp_path: Path, session: pb.SessionRef
+) -> None:
+    """`serve` formats and writes records on a thread of their own: an event's line still carries
+    its fields, and the trace of the call that made it (here, the caller's traceparent)."""
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    async with collecting() as collector:
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}",
+            "TURNGATE_LOG_FORMAT": "json",
+        }
+        async with spawn_server(tmp_path, env=env) as served:
+            request = pb.AdmitTurnRequest(session=session, turn_id="t1", runner_id="r1")
+            traceparent = (("traceparent", f"00-{trace_id}-{parent_id}-01"),)
+            await served.client.admission.AdmitTurn(request, metadata=traceparent)
+    [log] = await asyncio.to_thread(lambda: [path.read_text() for path in tmp_path.glob("serve-*.log")])
+    [admitted] = [
+        entry for line in log.splitlines() if (entry := json.loads(line))["message"] == "turn_admitted"
+    ]
+    assert (admitted["session_id"], admitted["seq"], admitted["turn_id"]) == (session.session_id, 1, "t1")
+    assert admitted["trace_id"] == trace_id
+    assert admitted["span_id"] != parent_id  # the server's own span in that trace
