@@ -39,7 +39,8 @@ ENV PATH=/opt/turngate/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     TURNGATE_LISTEN=0.0.0.0:50051 \
     TURNGATE_METRICS_LISTEN=0.0.0.0:9464 \
-    TURNGATE_STORE=sqlite+aiosqlite:////var/lib/turngate/turngate.db
+    TURNGATE_STORE=sqlite+aiosqlite:////var/lib/turngate/turngate.db \
+    TURNGATE_WORKERS=auto
 USER 10001:10001
 WORKDIR /var/lib/turngate
 VOLUME ["/var/lib/turngate"]

@@ -5,6 +5,7 @@ port with a token, state kept in its volume across a restart, and a SIGTERM that
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import urllib.request
@@ -197,3 +198,41 @@ def test_sigterm_drains_and_exits_0_well_within_the_stop_timeout(
     assert code == 0, podman.podman("logs", name).stderr
     assert "turngate shutting down" in podman.podman("logs", name).stderr
     print(f"\ncontainer exit after SIGTERM: {took:.2f}s (drain delay 2s)")
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize(
+    ("cpus", "workers"), [(None, len(os.sched_getaffinity(0))), ("1", 1)], ids=["host", "cpus-1"]
+)
+def test_in_redis_mode_the_image_runs_a_worker_per_core_its_cpu_limit_allows(
+    built: podman.Built, name: str, cpus: str | None, workers: int
+) -> None:
+    """The image's TURNGATE_WORKERS=auto: one worker per core the container may use, so a CPU
+    limit (`--cpus`, a cgroup quota) caps them below the host's cores."""
+    limit = () if cpus is None else ("--cpus", cpus)
+    podman.run(
+        "--detach",
+        "--name",
+        name,
+        *limit,
+        "--volume",
+        f"{name}:/var/lib/turngate",
+        "--env",
+        f"TURNGATE_LISTEN=127.0.0.1:{free_port()}",
+        "--env",
+        "TURNGATE_METRICS_LISTEN=",
+        "--env",
+        "TURNGATE_STORE=redis://127.0.0.1:6379/0",
+        "--env",
+        f"TURNGATE_REDIS_PREFIX=container-{name}",
+        "--env",
+        "TURNGATE_LEDGER=sqlite+aiosqlite:////var/lib/turngate/ledger.db",
+        built.image,
+    )
+    wait_healthy(name)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while (logs := podman.podman("logs", name).stderr).count("turngate listening on") < workers:
+        assert time.monotonic() < deadline, logs
+        time.sleep(0.2)
+    assert logs.count("turngate listening on") == workers
+    assert ("workers" in logs) == (workers > 1)  # the parent of several says how many it started

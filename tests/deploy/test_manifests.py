@@ -261,3 +261,16 @@ def test_disruption_budget_covers_the_replicas() -> None:
     replicas = _named("Deployment", "turngate")
     assert budget["spec"]["selector"] == replicas["spec"]["selector"]
     assert replicas["spec"]["replicas"] > budget["spec"]["maxUnavailable"]
+
+
+def test_kubernetes_replicas_run_a_worker_per_core_of_their_cpu_limit_each_with_a_metrics_port() -> None:
+    """`--workers auto` sizes itself by the container's CPU limit (a cgroup quota): the replicas
+    have one, and a metrics port for each worker it allows (worker i on 9464 + i)."""
+    container = _container(_replicas())
+    assert _env(container)["TURNGATE_WORKERS"] == "auto"
+    workers = int(container["resources"]["limits"]["cpu"])
+    metrics = sorted(
+        port["containerPort"] for port in container["ports"] if port["name"].startswith("metrics")
+    )
+    assert metrics == [9464 + worker for worker in range(workers)]
+    assert _env(container)["TURNGATE_METRICS_LISTEN"] == "0.0.0.0:9464"

@@ -4,6 +4,7 @@ naming the setting), `migrate` is idempotent, a busy port exits 1, and flags ove
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 import subprocess
@@ -110,6 +111,29 @@ def test_serve_on_a_port_in_use_exits_1_with_a_clear_line(tmp_path: Path) -> Non
     # One line, before the store (here a SQLite file) is opened.
     assert result.stderr.splitlines() == [f"turngate: cannot listen on {address}: Address already in use"]
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_serve_workers_auto_on_sqlite_is_one_process_that_holds_its_port_alone(tmp_path: Path) -> None:
+    """The image's TURNGATE_WORKERS=auto on its SQLite default: one process (SQLite has one
+    writer), listening without SO_REUSEPORT, so a second server cannot share its port."""
+    port = free_port()
+    (tmp_path / "first").mkdir()
+    async with spawn_server(tmp_path / "first", port=port, env={"TURNGATE_WORKERS": "auto"}):
+        second = await asyncio.to_thread(
+            run_cli,
+            tmp_path,
+            "serve",
+            "--workers",
+            "auto",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--store",
+            sqlite_url(database(tmp_path)),
+        )
+    assert second.returncode == 1
+    assert second.stderr.splitlines() == [
+        f"turngate: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]
 
 
 async def test_serve_listens_where_turngate_listen_says_and_the_flag_overrides_it(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from google.protobuf.duration_pb2 import Duration
+
 from tests.support.calls import (
     admit,
     complete,
@@ -27,10 +29,10 @@ from turngate.v1 import turngate_pb2 as pb
 
 SESSION = pb.SessionRef(project_id="p-restart", session_id="s1")
 # A lease (seconds) that outlasts killing a server and starting another, also on a busy machine
-# (3 s once ran out while the second server started).
+# (3 s, and later 6 s, once ran out while the second server started).
 OUTLASTING_A_RESTART = "15"
-# ... and one that outlasts it but then ends while the test watches.
-ENDING_AFTER_A_RESTART = "6"
+# What a runner's last heartbeat leaves of its lease, for it to end while the test watches.
+LAST_HEARTBEAT_TTL = Duration(seconds=1)
 
 
 async def recorded_history(client: Client, session: pb.SessionRef, *turn_ids: str) -> list[bytes]:
@@ -44,12 +46,12 @@ async def recorded_history(client: Client, session: pb.SessionRef, *turn_ids: st
 async def test_restart_mid_turn_keeps_the_lease_then_settles_lost_once_and_later_starts_write_nothing(
     tmp_path: Path,
 ) -> None:
-    async with spawn_server(tmp_path, "--lease-ttl", ENDING_AFTER_A_RESTART) as first:
+    async with spawn_server(tmp_path, "--lease-ttl", OUTLASTING_A_RESTART) as first:
         admitted = await admit(first.client, SESSION, "t1")
         await record_call(first.client, admitted.lease, "c1")
         await first.kill()
 
-    async with spawn_server(tmp_path, "--lease-ttl", ENDING_AFTER_A_RESTART) as second:
+    async with spawn_server(tmp_path, "--lease-ttl", OUTLASTING_A_RESTART) as second:
         active = (await snapshot(second.client, SESSION)).active
         assert (active.turn_id, active.generation, active.phase) == (
             "t1",
@@ -63,6 +65,8 @@ async def test_restart_mid_turn_keeps_the_lease_then_settles_lost_once_and_later
 
         stream = watch(second.client, SESSION)
         await collect(stream, 1)
+        last = pb.HeartbeatRequest(lease=admitted.lease, lease_ttl=LAST_HEARTBEAT_TTL)
+        await second.client.admission.Heartbeat(last)
         settled = (await collect_until(stream, settles("t1")))[-1].turn_settled
         assert (settled.turn.outcome, settled.turn.settled_by) == (
             pb.TURN_OUTCOME_LOST,
@@ -79,7 +83,7 @@ async def test_restart_mid_turn_keeps_the_lease_then_settles_lost_once_and_later
     stored = dump(database(tmp_path))
 
     for _ in range(2):
-        async with spawn_server(tmp_path, "--lease-ttl", ENDING_AFTER_A_RESTART) as again:
+        async with spawn_server(tmp_path, "--lease-ttl", OUTLASTING_A_RESTART) as again:
             assert await recorded_history(again.client, SESSION, "t1") == history
         assert dump(database(tmp_path)) == stored
 

@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument(
         "--workers",
         metavar="N|auto",
-        help="processes serving --listen together, each a full replica; auto: one per core; redis mode only",
+        help="processes serving --listen together, each a full replica (redis mode); "
+        "auto: one per usable core, or 1 on a SQL store",
     )
     _store_flags(serve_cmd)
     serve_cmd.add_argument(
@@ -414,7 +415,7 @@ def _new_signing_key(key_id: str | None) -> int:
 
 
 def _run_service(command: str, settings: Settings) -> int:
-    if command == "serve" and settings.workers != 1:
+    if command == "serve" and settings.worker_count != 1:
         from turngate.service.telemetry import logs
         from turngate.service.workers import run_workers
 

@@ -5,7 +5,6 @@ The timing contract is validated here, so a bad value refuses to start with one 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from turngate.client.hosts import is_loopback
 from turngate.service.core import limits
+from turngate.service.cores import usable_cores
 from turngate.service.store_kinds import KINDS, LEDGER_SCHEMES, StoreKind, kind_of
 
 
@@ -64,7 +64,7 @@ def _workers(value: object) -> object:
 Workers = Annotated[
     int | Literal["auto"],
     BeforeValidator(_workers),
-    Values(f"1 to {MAX_WORKERS:,}, or `auto` (one per core)"),
+    Values(f"1 to {MAX_WORKERS:,}, or `auto` (one per usable core in redis mode, 1 on a SQL store)"),
 ]
 
 
@@ -99,7 +99,7 @@ class Settings(BaseSettings):
 
     listen: HostPort = "127.0.0.1:50051"
     # `serve`: processes serving `listen` together (SO_REUSEPORT), each a full replica; "auto" is
-    # one per core of this host. Redis mode only (docs/decisions.md, Speed).
+    # one per core this process may use in redis mode, and one on a SQL store (docs/decisions.md, Speed).
     workers: Workers = 1
     store: Annotated[str, Values(" · ".join(f"`{scheme}…`" for kind in KINDS for scheme in kind.schemes))] = (
         "sqlite+aiosqlite:///./turngate.db"
@@ -311,7 +311,11 @@ class Settings(BaseSettings):
 
     @property
     def worker_count(self) -> int:
-        return len(os.sched_getaffinity(0)) if self.workers == "auto" else self.workers
+        """The processes `serve` runs: `auto` is one per core this process may use (its CPU limit
+        in a container) with a store whose commits every process hears, and one otherwise."""
+        if self.workers != "auto":
+            return self.workers
+        return usable_cores() if self.store_kind.shared_commits else 1
 
     @property
     def tls(self) -> bool:
@@ -346,7 +350,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _workers_where_commits_are_shared(self) -> Settings:
-        if self.workers == 1:
+        if self.workers == 1 or (self.workers == "auto" and not self.store_kind.shared_commits):
             return self
         if not self.store_kind.shared_commits:
             raise ValueError(

@@ -332,7 +332,7 @@ def _base_options(settings: Settings) -> list[tuple[str, int]]:
     return [
         # A second server on a busy port must fail, not silently share it; the workers of
         # `serve --workers` share theirs on purpose.
-        ("grpc.so_reuseport", 0 if settings.workers == 1 else 1),
+        ("grpc.so_reuseport", 0 if settings.worker_count == 1 else 1),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         # Ping every connection, busy or idle; one that does not answer is closed, ending its calls.
         ("grpc.keepalive_time_ms", round(settings.keepalive_time * 1000)),

@@ -57,7 +57,7 @@ class HttpListener:
         host, port = host_and_port(self._address)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # The workers of `serve --workers` share the port, as they share the gRPC one.
-        bound = socket.create_server((host, port), family=family, reuse_port=self._settings.workers != 1)
+        bound = socket.create_server((host, port), family=family, reuse_port=self._settings.worker_count != 1)
         self.port = bound.getsockname()[1]
         listening = GatedSocket(bound, self._gate, b"" if self._tls else REFUSAL)
         sockets = Sockets([listening], [], []) if self._tls else Sockets([], [listening], [])
