@@ -26,7 +26,14 @@ from turngate.service.core import (
 )
 from turngate.service.ledger.prune import Pruned, deletion, oldest_events, oldest_turns, prunable, prune
 from turngate.service.sql.engine import make_engine
-from turngate.service.sql.tables import interactions, session_events, steers, tool_calls, turns
+from turngate.service.sql.tables import (
+    interactions,
+    session_activity,
+    session_events,
+    steers,
+    tool_calls,
+    turns,
+)
 from turngate.service.store.sql import SqlStore
 
 OTHER = SessionKey("project", "other")
@@ -71,7 +78,7 @@ async def rows(engine: AsyncEngine) -> Pruned:
     async with engine.connect() as conn:
         counts = {
             table.name: (await conn.execute(select(func.count()).select_from(table))).scalar_one()
-            for table in (turns, tool_calls, interactions, steers, session_events)
+            for table in (turns, tool_calls, interactions, steers, session_events, session_activity)
         }
     return Pruned(**counts)
 
