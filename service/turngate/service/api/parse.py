@@ -295,3 +295,33 @@ def list_active_sessions(request: pb.ListActiveSessionsRequest) -> ActiveSession
     after = check.page_token(request.page_token, "ListActiveSessions", page_tokens.active_page_position)
     check.done()
     return ActiveSessionsPage(project_id, size, after)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsPage:
+    project_id: str
+    size: int
+    before: tuple[int, str] | None
+
+
+def list_sessions(request: pb.ListSessionsRequest) -> SessionsPage:
+    check = Checker()
+    project_id = check.identifier("project_id", request.project_id)
+    size = check.page_size(request.page_size)
+    before = check.page_token(request.page_token, "ListSessions", page_tokens.sessions_page_position)
+    check.done()
+    return SessionsPage(project_id, size, before)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectsPage:
+    size: int
+    after: str | None
+
+
+def list_projects(request: pb.ListProjectsRequest) -> ProjectsPage:
+    check = Checker()
+    size = check.page_size(request.page_size)
+    after = check.page_token(request.page_token, "ListProjects", page_tokens.projects_page_position)
+    check.done()
+    return ProjectsPage(size, after)
