@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from turngate.service import core
@@ -289,12 +290,7 @@ class ActiveSessionsPage:
 
 
 def list_active_sessions(request: pb.ListActiveSessionsRequest) -> ActiveSessionsPage:
-    check = Checker()
-    project_id = check.identifier("project_id", request.project_id)
-    size = check.page_size(request.page_size)
-    after = check.page_token(request.page_token, "ListActiveSessions", page_tokens.active_page_position)
-    check.done()
-    return ActiveSessionsPage(project_id, size, after)
+    return ActiveSessionsPage(*_project_page(request, "ListActiveSessions", page_tokens.active_page_position))
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,12 +301,21 @@ class SessionsPage:
 
 
 def list_sessions(request: pb.ListSessionsRequest) -> SessionsPage:
+    return SessionsPage(*_project_page(request, "ListSessions", page_tokens.sessions_page_position))
+
+
+def _project_page(
+    request: pb.ListActiveSessionsRequest | pb.ListSessionsRequest,
+    rpc: str,
+    position: Callable[[str], tuple[int, str] | None],
+) -> tuple[str, int, tuple[int, str] | None]:
+    """A page of a project's sessions: the project, the page's size and where it starts."""
     check = Checker()
     project_id = check.identifier("project_id", request.project_id)
     size = check.page_size(request.page_size)
-    before = check.page_token(request.page_token, "ListSessions", page_tokens.sessions_page_position)
+    at = check.page_token(request.page_token, rpc, position)
     check.done()
-    return SessionsPage(project_id, size, before)
+    return project_id, size, at
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ again whether the row is older than the cutoff.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
@@ -71,21 +71,12 @@ async def prune(engine: AsyncEngine, before: int, *, batch: int = BATCH) -> Prun
     batch finds less than a full one; raises StoreUnavailable while the database does not answer."""
     pruned = Pruned()
     with unavailable_on_failure():
-        while True:
-            turns_pruned = await _prune_turns(engine, before, batch)
-            pruned += turns_pruned
-            if turns_pruned.turns < batch:
-                break
-        while True:
-            events_pruned = await _prune_events(engine, before, batch)
-            pruned += events_pruned
-            if events_pruned.session_events < batch:
-                break
-        while True:
-            activity_pruned = await _prune_activity(engine, before, batch)
-            pruned += activity_pruned
-            if activity_pruned.session_activity < batch:
-                break
+        for kind in _KINDS:
+            while True:
+                found = await _prune_batch(engine, kind, before, batch)
+                pruned += found
+                if getattr(found, kind.counted) < batch:
+                    break
     return pruned
 
 
@@ -163,39 +154,51 @@ def oldest_activity(before: int, batch: int) -> Select[tuple[str, str]]:
     )
 
 
-async def _prune_turns(engine: AsyncEngine, before: int, batch: int) -> Pruned:
+_Keys = Sequence[Row[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """What a prune deletes in batches, in this order: how a batch is found, how its rows are
+    deleted (given the cutoff), and which count says the batch was full."""
+
+    oldest: Callable[[int, int], Select[Any]]
+    delete: Callable[[AsyncConnection, _Keys, int], Awaitable[Pruned]]
+    counted: str
+
+
+async def _prune_batch(engine: AsyncEngine, kind: _Kind, before: int, batch: int) -> Pruned:
     async with engine.begin() as conn:
-        keys = (await conn.execute(oldest_turns(before, batch))).all()
-        if not keys:
-            return Pruned()
-        return Pruned(
-            tool_calls=await _delete(conn, tool_calls, keys),
-            interactions=await _delete(conn, interactions, keys),
-            steers=await _delete(conn, steers, keys),
-            turns=await _delete(conn, turns, keys),
-        )
+        keys = (await conn.execute(kind.oldest(before, batch))).all()
+        return await kind.delete(conn, keys, before) if keys else Pruned()
 
 
-async def _prune_events(engine: AsyncEngine, before: int, batch: int) -> Pruned:
-    async with engine.begin() as conn:
-        keys = (await conn.execute(oldest_events(before, batch))).all()
-        if not keys:
-            return Pruned()
-        return Pruned(session_events=await _delete(conn, session_events, keys))
+async def _delete_turns(conn: AsyncConnection, keys: _Keys, _before: int) -> Pruned:
+    return Pruned(
+        tool_calls=await _delete(conn, tool_calls, keys),
+        interactions=await _delete(conn, interactions, keys),
+        steers=await _delete(conn, steers, keys),
+        turns=await _delete(conn, turns, keys),
+    )
 
 
-async def _prune_activity(engine: AsyncEngine, before: int, batch: int) -> Pruned:
-    async with engine.begin() as conn:
-        keys = (await conn.execute(oldest_activity(before, batch))).all()
-        if not keys:
-            return Pruned()
-        statement, params = activity_deletion(conn.dialect.name, keys, before)
-        return Pruned(session_activity=(await conn.execute(statement, params)).rowcount)
+async def _delete_events(conn: AsyncConnection, keys: _Keys, _before: int) -> Pruned:
+    return Pruned(session_events=await _delete(conn, session_events, keys))
 
 
-def activity_deletion(
-    dialect: str, keys: Sequence[Row[Any]], before: int
-) -> tuple[Delete, list[dict[str, Any]] | None]:
+async def _delete_activity(conn: AsyncConnection, keys: _Keys, before: int) -> Pruned:
+    statement, params = activity_deletion(conn.dialect.name, keys, before)
+    return Pruned(session_activity=(await conn.execute(statement, params)).rowcount)
+
+
+_KINDS = (
+    _Kind(oldest_turns, _delete_turns, "turns"),
+    _Kind(oldest_events, _delete_events, "session_events"),
+    _Kind(oldest_activity, _delete_activity, "session_activity"),
+)
+
+
+def activity_deletion(dialect: str, keys: _Keys, before: int) -> tuple[Delete, list[dict[str, Any]] | None]:
     """`deletion` of activity rows, each only while still older than `before` (a write may have
     recorded a newer event since they were found)."""
     statement, params = deletion(dialect, session_activity, keys)
