@@ -15,8 +15,8 @@ from sqlalchemy import text, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ClauseElement
 
-from tests.contract.test_history_prune import plan
 from tests.support.commands import admit, enqueue, stop
+from tests.support.plans import plan
 from turngate.service.core import (
     Admit,
     Admitted,
