@@ -15,7 +15,7 @@ import pytest
 
 from tests.cli.conftest import Ran, Turngate
 from tests.support.certs import Pki, make_pki, tls_settings
-from tests.support.principals import GATEWAY_A, PROJECT_A, PROJECT_B, WATCHER_A, write_tokens
+from tests.support.principals import ADMIN, GATEWAY_A, PROJECT_A, PROJECT_B, WATCHER_A, write_tokens
 from tests.support.servers import running, settings_for
 from turngate.service import cli
 from turngate.service.operate import ExitCode
@@ -113,6 +113,27 @@ async def test_a_principal_lacking_the_role_or_the_project_exits_7_with_one_line
         "turngate: permission denied: principal 'watcher-a' lacks the role this call needs (gateway)"
     )
     assert one_line(other_project, ExitCode.PERMISSION_DENIED) == (
+        "turngate: permission denied: principal 'gateway-a' may not act on this project"
+    )
+
+
+async def test_sessions_projects_shows_only_the_tokens_projects_and_sessions_list_of_another_exits_7(
+    turngate: Turngate, token_file: Path
+) -> None:
+    file = str(token_file)
+    for project in (PROJECT_A, PROJECT_B):
+        await turngate.run("stop", "s-listed", "--expect", "t1", "--project", project, "--token", ADMIN.token)
+    everything, own, listed, other = await asyncio.gather(
+        turngate.run("sessions", "projects", "--token", ADMIN.token),
+        turngate.run("sessions", "projects", "--token-file", file),
+        turngate.run("sessions", "list", "--token-file", file),
+        turngate.run("sessions", "list", "--project", PROJECT_B, "--token-file", file),
+    )
+
+    assert {PROJECT_A, PROJECT_B} <= {line.split()[0] for line in everything.lines[1:]}
+    assert [line.split()[0] for line in own.lines] == ["PROJECT", PROJECT_A]
+    assert "s-listed" in [line.split()[0] for line in listed.lines]
+    assert one_line(other, ExitCode.PERMISSION_DENIED) == (
         "turngate: permission denied: principal 'gateway-a' may not act on this project"
     )
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, tuple_, update
 
 from tests.cli.conftest import Turngate
 from tests.support.postgres import postgres_database, postgres_url
@@ -25,7 +25,7 @@ from turngate.service.core import (
 )
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import migrate
-from turngate.service.sql.tables import session_events, turns
+from turngate.service.sql.tables import session_activity, session_events, turns
 from turngate.service.store.sql import SqlStore, open_store
 
 DAY = 24 * 3600 * 1_000_000
@@ -45,7 +45,8 @@ async def finish(store: SqlStore, key: SessionKey, turn_id: str) -> None:
 
 
 async def aged(url: str, *turn_ids: str) -> None:
-    """The history of `turn_ids` made two days older, as if written then."""
+    """The history of `turn_ids` (each its session's only turn) made two days older, as if written
+    then."""
     engine = make_engine(url)
     try:
         async with engine.begin() as conn:
@@ -58,6 +59,12 @@ async def aged(url: str, *turn_ids: str) -> None:
                 update(session_events)
                 .where(session_events.c.turn_id.in_(turn_ids))
                 .values(time=session_events.c.time - 2 * DAY)
+            )
+            of_turns = select(turns.c.project_id, turns.c.session_id).where(turns.c.turn_id.in_(turn_ids))
+            await conn.execute(
+                update(session_activity)
+                .where(tuple_(session_activity.c.project_id, session_activity.c.session_id).in_(of_turns))
+                .values(last_activity_at=session_activity.c.last_activity_at - 2 * DAY)
             )
     finally:
         await engine.dispose()
@@ -105,14 +112,14 @@ async def test_prune_deletes_the_history_settled_before_when_and_prints_what_it_
     assert (ran.code, ran.err) == (0, "")
     [line] = ran.lines
     assert line.startswith(
-        "pruned 1 turns, 1 tool calls, 0 interactions, 0 steers and 4 session events "
+        "pruned 1 turns, 1 tool calls, 0 interactions, 0 steers, 4 session events and 1 sessions "
         "settled or written before "
     )
     assert await turn_ids(history) == {"stuck", "new"}  # the running turn stays, however old
 
     again = await turngate.run("prune", "--before", "1d", "--store", history)
     assert again.lines[0].startswith(
-        "pruned 0 turns, 0 tool calls, 0 interactions, 0 steers and 0 session events"
+        "pruned 0 turns, 0 tool calls, 0 interactions, 0 steers, 0 session events and 0 sessions"
     )
 
 
@@ -131,7 +138,7 @@ async def test_a_dry_run_prints_what_prune_would_delete_and_deletes_nothing(
 
     assert ran.code == 0, ran.err
     assert ran.lines[0].startswith(
-        "would prune 1 turns, 1 tool calls, 0 interactions, 0 steers and 4 session events"
+        "would prune 1 turns, 1 tool calls, 0 interactions, 0 steers, 4 session events and 1 sessions"
     )
     assert dump(tmp_path / "history.db") == before
 
@@ -144,7 +151,7 @@ async def test_prune_takes_an_iso_time_in_utc_and_names_it(turngate: Turngate, t
 
     assert ran.code == 0, ran.err
     assert ran.lines == [
-        "pruned 0 turns, 0 tool calls, 0 interactions, 0 steers and 0 session events "
+        "pruned 0 turns, 0 tool calls, 0 interactions, 0 steers, 0 session events and 0 sessions "
         "settled or written before "
         "2020-01-31T12:00:00Z"
     ]

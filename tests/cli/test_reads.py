@@ -1,11 +1,12 @@
-"""`turngate status`, `turn show`, `turn list` and `sessions busy` against a real server, as
-text and as --json."""
+"""`turngate status`, `turn show`, `turn list`, `sessions busy`, `sessions list` and `sessions
+projects` against a real server, as text and as --json."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from contextlib import AsyncExitStack
+from datetime import datetime
 
 import pytest
 
@@ -183,6 +184,74 @@ async def test_sessions_busy_in_a_project_without_active_turns_says_so(turngate:
     )
     assert (text.code, text.lines) == (0, [f"no session of project {turngate.project} has an active turn"])
     assert (as_json.code, as_json.out) == (0, "")
+
+
+async def test_sessions_list_shows_the_projects_sessions_busy_or_idle_the_most_recently_active_first(
+    turngate: Turngate, client: Client
+) -> None:
+    async with client.runner("r1").turn("old", "t1"):
+        pass
+    with pytest.raises(RuntimeError):
+        async with client.runner("r1").turn("failed", "t1"):
+            raise RuntimeError("boom")
+    async with AsyncExitStack() as turns:
+        await turns.enter_async_context(client.runner("r2").turn("busy", "t2"))
+        text, as_json, limited = await asyncio.gather(
+            turngate.run("sessions", "list"),
+            turngate.run("sessions", "list", "--json"),
+            turngate.run("sessions", "list", "--limit", "2"),
+        )
+
+    assert (text.code, text.err) == (0, "")
+    header, *rows = [line.split() for line in text.lines]
+    assert header == ["SESSION", "LAST", "ACTIVE", "PHASE", "ACTIVE", "LAST", "SETTLED", "OUTCOME"]
+    assert [(row[0], row[2], row[3]) for row in rows] == [
+        ("busy", "RUNNING", "t2"),
+        ("failed", "IDLE", "-"),
+        ("old", "IDLE", "-"),
+    ]
+    assert [row[-2:] for row in rows] == [["-", "-"], ["t1", "FAILED"], ["t1", "COMPLETED"]]
+    assert as_json.code == 0
+    listed = as_json.objects()
+    assert [s["snapshot"]["session"]["sessionId"] for s in listed] == ["busy", "failed", "old"]
+    assert [s["snapshot"]["phase"] for s in listed] == [
+        "SESSION_PHASE_RUNNING",
+        "SESSION_PHASE_IDLE",
+        "SESSION_PHASE_IDLE",
+    ]
+    assert listed[0]["snapshot"]["lastSettled"] is None
+    times = [datetime.fromisoformat(s["lastActivityAt"]) for s in listed]
+    assert times == sorted(times, reverse=True)
+    assert [row[1] for row in rows] == [f"{at.isoformat(timespec='milliseconds')[:-6]}Z" for at in times]
+    assert [line.split()[0] for line in limited.lines] == ["SESSION", "busy", "failed"]
+
+
+async def test_sessions_list_of_a_project_without_sessions_says_so(turngate: Turngate) -> None:
+    text, as_json = await asyncio.gather(
+        turngate.run("sessions", "list"), turngate.run("sessions", "list", "--json")
+    )
+    assert (text.code, text.lines) == (0, [f"no session of project {turngate.project} was recorded"])
+    assert (as_json.code, as_json.out) == (0, "")
+
+
+async def test_sessions_projects_lists_the_projects_that_have_sessions_in_id_order(
+    turngate: Turngate, client: Client
+) -> None:
+    async with client.runner("r1").turn("s1", "t1"):
+        pass
+    text, as_json = await asyncio.gather(
+        turngate.run("sessions", "projects", "--limit", "500"),
+        turngate.run("sessions", "projects", "--limit", "500", "--json"),
+    )
+
+    assert (text.code, text.err) == (0, "")
+    header, *rows = [line.split() for line in text.lines]
+    assert header == ["PROJECT", "LAST", "ACTIVE"]
+    projects = [row[0] for row in rows]
+    assert turngate.project in projects
+    assert projects == sorted(projects)
+    assert as_json.code == 0
+    assert [p["projectId"] for p in as_json.objects()] == projects
 
 
 async def test_texts_from_runners_and_gateways_reach_the_terminal_escaped(

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, make_url, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql import ClauseElement
 
 from tests.support.commands import KEY, STEERED_TURNS, admit, enqueue, open_call, play_steers, stop
+from tests.support.plans import plan
 from turngate.service.core import (
     Complete,
     RecordInteraction,
@@ -26,7 +26,14 @@ from turngate.service.core import (
 )
 from turngate.service.ledger.prune import Pruned, deletion, oldest_events, oldest_turns, prunable, prune
 from turngate.service.sql.engine import make_engine
-from turngate.service.sql.tables import interactions, session_events, steers, tool_calls, turns
+from turngate.service.sql.tables import (
+    interactions,
+    session_activity,
+    session_events,
+    steers,
+    tool_calls,
+    turns,
+)
 from turngate.service.store.sql import SqlStore
 
 OTHER = SessionKey("project", "other")
@@ -71,7 +78,7 @@ async def rows(engine: AsyncEngine) -> Pruned:
     async with engine.connect() as conn:
         counts = {
             table.name: (await conn.execute(select(func.count()).select_from(table))).scalar_one()
-            for table in (turns, tool_calls, interactions, steers, session_events)
+            for table in (turns, tool_calls, interactions, steers, session_events, session_activity)
         }
     return Pruned(**counts)
 
@@ -287,19 +294,6 @@ _FILL = (
     't' || i, '{}' FROM generate_series(1, 50000) AS i""",
     "ANALYZE",
 )
-
-
-async def plan(engine: AsyncEngine, statement: ClauseElement, *, executemany: bool = False) -> str:
-    """The database's plan of `statement`: its own values bound in it, or for an executemany's
-    statement (SQLite's), NULLs in place of each row's (the plan is the same for every row)."""
-    if executemany:
-        compiled = statement.compile(dialect=engine.dialect)
-        sql, args = compiled.string, (None,) * len(compiled.params)
-    else:
-        sql, args = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True})), ()
-    explain = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
-    async with engine.connect() as conn:
-        return "\n".join(str(row[-1]) for row in await conn.exec_driver_sql(explain + sql, args))
 
 
 async def test_the_prune_finds_what_it_deletes_by_index_and_deletes_each_row_by_its_primary_key(

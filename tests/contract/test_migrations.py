@@ -29,11 +29,11 @@ from turngate.service.core import (
     TurnOutcome,
     decide,
 )
-from turngate.service.ledger.record import Write, ledger_write, record
+from turngate.service.ledger.record import Write, ledger_write, recording
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import make_engine
 from turngate.service.sql.migrate import alembic_config, is_migrated, migrate
-from turngate.service.sql.tables import metadata, sessions, turns
+from turngate.service.sql.tables import metadata, session_activity, sessions, turns
 from turngate.service.store.sql import open_store
 
 
@@ -157,6 +157,13 @@ def columns_of(revision_table: Table, *left_out: str) -> TableClause:
     )
 
 
+async def record_before_0010(conn: AsyncConnection, key: SessionKey, events: list[Event]) -> None:
+    """The rows `record()` writes for `events`, but the session's activity (0010 added it)."""
+    for statement, rows in recording(conn.dialect.name, [(key, events)]):
+        if getattr(statement, "table", None) is not session_activity:
+            await conn.execute(statement, rows)
+
+
 def a_completed_turn() -> tuple[int, list[Event]]:
     """Turn t1 admitted and completed a second later: its generation and events."""
     admitted = decide(Session(), Admit("t1", "runner", 20 * SECOND), ADMITTED_AT)
@@ -254,7 +261,7 @@ async def test_0009_turns_recorded_before_it_have_no_steers_and_steers_are_recor
     await migrate_url_to(blank_database_url, "0008")
     engine = make_engine(blank_database_url)
     async with engine.begin() as conn:  # no steer events then: 0008's tables take these writes
-        await record(conn, KEY, events)
+        await record_before_0010(conn, KEY, events)
     await engine.dispose()
 
     await migrate(blank_database_url)
@@ -272,6 +279,41 @@ async def test_0009_turns_recorded_before_it_have_no_steers_and_steers_are_recor
         assert [(s.steer_id, s.status, s.content) for s in after.steers] == [
             ("s1", SteerStatus.PENDING, "go left")
         ]
+    finally:
+        await store.close()
+
+
+async def test_0010_sessions_recorded_before_it_are_listed_by_their_newest_event_with_their_last_settled_turn(
+    blank_database_url: str,
+) -> None:
+    generation, completed = a_completed_turn()
+    running = decide(Session(), Admit("t9", "runner", 20 * SECOND), ADMITTED_AT + 5 * SECOND)
+    busy = SessionKey(KEY.project_id, "busy")
+    await migrate_url_to(blank_database_url, "0009")
+    engine = make_engine(blank_database_url)
+    async with engine.begin() as conn:
+        await record_before_0010(conn, KEY, completed)
+        await record_before_0010(conn, busy, list(running.events))
+    await engine.dispose()
+
+    await migrate(blank_database_url)
+
+    store = open_store(blank_database_url)
+    try:
+        listed = await store.directory.sessions(KEY.project_id, None, 10)
+        assert [(a.key, a.last_activity_at) for a in listed] == [
+            (busy, running.events[-1].time),
+            (KEY, completed[-1].time),
+        ]
+        settled = [a.last_settled for a in listed]
+        assert settled[0] is None
+        assert settled[1] is not None
+        assert (settled[1].turn_id, settled[1].generation, settled[1].outcome) == (
+            "t1",
+            generation,
+            TurnOutcome.COMPLETED,
+        )
+        assert [p.project_id for p in await store.directory.projects(None, 10, None)] == [KEY.project_id]
     finally:
         await store.close()
 

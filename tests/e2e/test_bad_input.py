@@ -468,6 +468,37 @@ CASES = [
             page_token=base64.urlsafe_b64encode(b"d12/not a session").decode(),
         ),
     ),
+    # ListSessions
+    case("ListSessions project_id missing", {"project_id"}, lambda _: pb.ListSessionsRequest()),
+    case(
+        "ListSessions project_id ill-formed",
+        {"project_id"},
+        lambda _: pb.ListSessionsRequest(project_id=LONG_ID),
+    ),
+    case(
+        "ListSessions page_token of ListActiveSessions",
+        {"page_token"},
+        lambda lease: pb.ListSessionsRequest(
+            project_id=lease.session.project_id,
+            page_token=base64.urlsafe_b64encode(b"d12/s1").decode(),
+        ),
+    ),
+    case(
+        "ListSessions page_size and page_token",
+        {"page_size", "page_token"},
+        lambda lease: pb.ListSessionsRequest(
+            project_id=lease.session.project_id, page_size=-1, page_token="not a token!"
+        ),
+    ),
+    # ListProjects
+    case("ListProjects page_size 501", {"page_size"}, lambda _: pb.ListProjectsRequest(page_size=501)),
+    case(
+        "ListProjects page_token naming an ill-formed project",
+        {"page_token"},
+        lambda _: pb.ListProjectsRequest(
+            page_token=base64.urlsafe_b64encode(b"p" + LONG_ID.encode()).decode()
+        ),
+    ),
 ]
 
 _SERVICE = {
@@ -484,6 +515,8 @@ _SERVICE = {
     "GetTurn": "sessions",
     "ListTurns": "sessions",
     "ListActiveSessions": "sessions",
+    "ListSessions": "sessions",
+    "ListProjects": "sessions",
 }
 
 

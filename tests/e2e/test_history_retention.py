@@ -90,6 +90,39 @@ async def test_a_settled_turn_older_than_the_retention_is_forgotten_while_a_runn
     watcher.cancel()
 
 
+async def listed(client: Client, project: str) -> list[str]:
+    page = await client.sessions.ListSessions(pb.ListSessionsRequest(project_id=project))
+    return [summary.snapshot.session.session_id for summary in page.sessions]
+
+
+async def projects(client: Client) -> list[str]:
+    page = await client.sessions.ListProjects(pb.ListProjectsRequest())
+    return [project.project_id for project in page.projects]
+
+
+async def test_a_session_whose_history_is_pruned_leaves_list_sessions_one_whose_turn_runs_stays(
+    pruning: tuple[TurngateServer, Client],
+) -> None:
+    _, client = pruning
+    live = pb.SessionRef(project_id="p-listed", session_id="live")
+    done = pb.SessionRef(project_id="p-listed", session_id="done")
+    gone = pb.SessionRef(project_id="p-gone", session_id="done")
+    running_lease = (await admit(client, live, "long", lease_ttl=60)).lease
+    for session in (done, gone):
+        await complete(client, (await admit(client, session, "t1")).lease)
+    assert await listed(client, "p-listed") == ["done", "live"]
+    assert await projects(client) == ["p-gone", "p-listed"]
+
+    async def pruned() -> bool:
+        return await listed(client, "p-listed") == ["live"] and await listed(client, "p-gone") == []
+
+    await eventually(pruned, timeout_s=RETENTION_S + 10.0)
+
+    assert await projects(client) == ["p-listed"]
+    await complete(client, running_lease)
+    assert await listed(client, "p-listed") == ["live"], "its new event keeps it"
+
+
 @pytest.mark.redis
 async def test_in_redis_mode_the_ledger_forgets_a_settled_turn_older_than_the_retention(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -109,5 +142,8 @@ async def test_in_redis_mode_the_ledger_forgets_a_settled_turn_older_than_the_re
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await get_turn(client, session, "t1")
             assert caught.value.code() == grpc.StatusCode.NOT_FOUND
-            assert server.backend.retention is not None
-            assert server.backend.retention.pruned.turns == 1
+            retention = server.backend.retention
+            assert retention is not None
+            assert retention.pruned.turns == 1
+            await eventually(lambda: retention.pruned.session_activity == 1)
+            assert await listed(client, session.project_id) == []

@@ -74,6 +74,26 @@ async def test_r1_r2_i2_an_idle_session_leaves_its_history_answers_and_it_comes_
         assert back.seq == 1
 
 
+async def test_r2_list_sessions_still_lists_a_session_that_left_the_store_with_its_last_turn_from_history(
+    store_url: str | None, tmp_path: Path
+) -> None:
+    session = pb.SessionRef(project_id="p-retire-list", session_id="s1")
+    async with retiring_server(store_url, tmp_path) as (_, client):
+        await complete(client, (await admit(client, session, "t1")).lease)
+        await eventually(lambda: left_the_store(client, session), timeout_s=LEAVES_WITHIN_S)
+
+        page = await client.sessions.ListSessions(pb.ListSessionsRequest(project_id=session.project_id))
+
+        [listed] = page.sessions
+        assert listed.snapshot == await snapshot(client, session), "as GetSession shows it"
+        assert (listed.snapshot.epoch, listed.snapshot.phase) == (0, pb.SESSION_PHASE_IDLE)
+        assert (listed.snapshot.last_settled.turn_id, listed.snapshot.last_settled.outcome) == (
+            "t1",
+            pb.TURN_OUTCOME_COMPLETED,
+        )
+        assert listed.last_activity_at == listed.snapshot.last_settled.settled_at
+
+
 async def test_r1_a_session_a_turn_holds_never_leaves(store_url: str | None, tmp_path: Path) -> None:
     async with retiring_server(store_url, tmp_path) as (server, client):
         held = await admit(client, SESSION, "t1", lease_ttl=60.0)

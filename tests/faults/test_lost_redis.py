@@ -151,7 +151,18 @@ async def test_the_ledger_keeps_the_lost_epochs_turns_and_records_the_new_log_as
         *((second_epoch, seq) for seq in range(1, 5)),
     ]
     for table, rows in before.items():
-        assert set(rows) <= set(after[table]), f"{table}: what the ledger had is kept as it was"
+        if table != "session_activity":  # each session's latest: it moves on with the new run
+            assert set(rows) <= set(after[table]), f"{table}: what the ledger had is kept as it was"
+    activity = {
+        when: {str(row[0]): (int(str(row[1])), int(str(row[2]))) for row in rows["session_activity"]}
+        for when, rows in (("before", before), ("after", after))
+    }
+    assert activity["after"][UNTOUCHED.session_id] == activity["before"][UNTOUCHED.session_id]
+    (moved_at, moved_turn), (was_at, was_turn) = (
+        activity[when][KEY.session_id] for when in ("after", "before")
+    )
+    assert moved_at > was_at, "the new run's events are the session's newest"
+    assert moved_turn > was_turn, "t3, settled in the new run, is its last settled turn"
     history = Ledger(ledger)
     assert [turn.turn_id for turn in await history.list_turns(KEY, None, 10)] == ["t3", "t2", "t1"]
     first_run = await history.get_turn(KEY, "t1")

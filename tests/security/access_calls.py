@@ -52,6 +52,8 @@ SAMPLES: dict[str, Callable[[], Message]] = {
     "GetTurn": lambda: pb.GetTurnRequest(session=SESSION, turn_id="t1"),
     "ListTurns": lambda: pb.ListTurnsRequest(session=SESSION),
     "ListActiveSessions": lambda: pb.ListActiveSessionsRequest(project_id=PROJECT_A),
+    "ListSessions": lambda: pb.ListSessionsRequest(project_id=PROJECT_A),
+    "ListProjects": lambda: pb.ListProjectsRequest(),
 }
 # Native gRPC, and the HTTP listener's Connect (JSON) and gRPC-Web (binary) for browsers.
 TRANSPORTS = ("grpc", "connect-json", "grpc-web-proto")

@@ -186,6 +186,7 @@ async def test_i11_a_gateway_of_project_a_cannot_stop_watch_or_read_project_b_an
             "/turngate.v1.SessionService/ListActiveSessions",
             pb.ListActiveSessionsRequest(project_id=PROJECT_B),
         ),
+        ("/turngate.v1.SessionService/ListSessions", pb.ListSessionsRequest(project_id=PROJECT_B)),
     ]
     for transport in TRANSPORTS:
         for method, request in attempts:
@@ -203,6 +204,28 @@ async def test_i11_a_gateway_of_project_a_cannot_stop_watch_or_read_project_b_an
         pb.CancelTurnRequest(session=theirs),
     )
     assert code is grpc.StatusCode.OK
+
+
+async def test_i11_list_projects_shows_a_principal_only_its_projects_and_an_admin_every_one(
+    guarded: TurngateServer,
+) -> None:
+    ours = fresh_session()
+    theirs = pb.SessionRef(project_id=PROJECT_B, session_id=ours.session_id)
+    async with client_as(guarded.port, bearer(ADMIN)) as admin:
+        for session in (ours, theirs):
+            await admit(admin, session, "t1", "r1")
+        everything = await admin.sessions.ListProjects(pb.ListProjectsRequest(page_size=500))
+    assert {PROJECT_A, PROJECT_B} <= {p.project_id for p in everything.projects}
+
+    for principal in (GATEWAY_A, WATCHER_A):
+        async with client_as(guarded.port, bearer(principal)) as client:
+            projects = await client.sessions.ListProjects(pb.ListProjectsRequest())
+            assert [p.project_id for p in projects.projects] == [PROJECT_A], principal.name
+            listed = await client.sessions.ListSessions(pb.ListSessionsRequest(project_id=PROJECT_A))
+            assert ours.session_id in [s.snapshot.session.session_id for s in listed.sessions]
+    async with client_as(guarded.port, bearer(GATEWAY_B)) as client:
+        projects = await client.sessions.ListProjects(pb.ListProjectsRequest())
+        assert [p.project_id for p in projects.projects] == [PROJECT_B]
 
 
 async def test_turn_held_by_other_principal_r2_cannot_heartbeat_record_or_complete_r1s_turn(

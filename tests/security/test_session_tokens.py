@@ -59,6 +59,8 @@ GET = "/turngate.v1.SessionService/GetSession"
 CANCEL = "/turngate.v1.ControlService/CancelTurn"
 MINT = "/turngate.v1.ControlService/MintSessionToken"
 LIST_ACTIVE = "/turngate.v1.SessionService/ListActiveSessions"
+LIST_SESSIONS = "/turngate.v1.SessionService/ListSessions"
+LIST_PROJECTS = "/turngate.v1.SessionService/ListProjects"
 ADMISSION = sorted(method for method in ROLES if "/turngate.v1.AdmissionService/" in method)
 
 
@@ -280,6 +282,14 @@ async def test_trying_admission_rpcs_is_permission_denied(keyed: TurngateServer,
 async def test_trying_list_active_sessions_is_permission_denied(keyed: TurngateServer) -> None:
     minted = await mint(keyed.port, allow_stop=True)
     assert await status_of(keyed, minted.token, LIST_ACTIVE) is grpc.StatusCode.PERMISSION_DENIED
+
+
+@pytest.mark.parametrize("method", [LIST_SESSIONS, LIST_PROJECTS], ids=short)
+async def test_a_session_token_may_list_neither_its_projects_sessions_nor_the_projects(
+    keyed: TurngateServer, method: str
+) -> None:
+    minted = await mint(keyed.port, allow_stop=True)
+    assert await status_of(keyed, minted.token, method) is grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_a_session_token_minting_another_is_permission_denied(keyed: TurngateServer) -> None:

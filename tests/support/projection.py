@@ -27,6 +27,7 @@ from turngate.service.ports.store import Store
 from turngate.service.sql.tables import (
     interactions,
     ledger_cursors,
+    session_activity,
     session_events,
     steers,
     tool_calls,
@@ -36,7 +37,7 @@ from turngate.service.store.redis.connection import Client
 from turngate.service.store.redis.keys import LEDGER_GROUP, Keyspace, log_event
 
 SECOND = 1_000_000
-LEDGER_TABLES = (session_events, turns, tool_calls, interactions, steers)
+LEDGER_TABLES = (session_events, turns, tool_calls, interactions, steers, session_activity)
 # How long a test waits for something nothing signals: reached only when the test fails.
 WAIT_TIMEOUT_S = 20.0
 

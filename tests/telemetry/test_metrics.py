@@ -141,6 +141,7 @@ async def test_rows_history_retention_pruned_are_counted_by_table(
             labels(table="interactions"): 0,
             labels(table="steers"): 0,
             labels(table="session_events"): 4,
+            labels(table="session_activity"): 1,
         }
 
 

@@ -1,8 +1,8 @@
 """The TypeScript client's own `npm test` (clients/typescript: type check, unit tests, and its
-end-to-end tests admit → watch → stop → settled, and steer and queue move) against a real
-`turngate serve --http-listen`, with a bearer token, over each of its transports (fetch and Node's
-HTTP/1.1 and HTTP/2; Connect JSON and binary, gRPC-Web), and with a session token the gateway
-minted.
+end-to-end tests admit → watch → stop → settled, steer and queue move, and a project's sessions
+listed) against a real `turngate serve --http-listen`, with a bearer token, over each of its
+transports (fetch and Node's HTTP/1.1 and HTTP/2; Connect JSON and binary, gRPC-Web), and with a
+session token the gateway minted.
 
 `.ci/run` installs the npm packages (`npm ci` in clients/typescript) before the suite runs."""
 
@@ -63,4 +63,8 @@ async def test_npm_test_passes_admit_watch_stop_settled_against_a_real_http_list
     )
     assert (
         "✔ a session token minted by a gateway watches and stops its one session, and no other" in report
+    ), report
+    assert (
+        "✔ lists the project's sessions, the most recently active first, a page at a time, and the project"
+        in report
     ), report

@@ -307,6 +307,14 @@ def test_the_reads_become_their_queries() -> None:
     assert parse.list_active_sessions(active_page) == parse.ActiveSessionsPage(
         "p1", 1, (1_700_000_000_000_000, "s-9")
     )
+    assert parse.list_sessions(pb.ListSessionsRequest(project_id="p1")) == parse.SessionsPage("p1", 50, None)
+    sessions_page = pb.ListSessionsRequest(
+        project_id="p1", page_size=7, page_token=page_tokens.sessions_page_token(1_700_000_000_000_000, "s-9")
+    )
+    assert parse.list_sessions(sessions_page) == parse.SessionsPage("p1", 7, (1_700_000_000_000_000, "s-9"))
+    assert parse.list_projects(pb.ListProjectsRequest()) == parse.ProjectsPage(50, None)
+    projects_page = pb.ListProjectsRequest(page_size=3, page_token=page_tokens.projects_page_token("acme"))
+    assert parse.list_projects(projects_page) == parse.ProjectsPage(3, "acme")
 
 
 # --- every request type: its violations, and nothing else -------------------------------------
@@ -520,6 +528,25 @@ def test_an_empty_request_names_every_required_field_and_nothing_else(
                 ("page_token", "is not a next_page_token returned by ListActiveSessions"),
             ],
             id="list-active-sessions",
+        ),
+        pytest.param(
+            lambda: parse.list_sessions(
+                pb.ListSessionsRequest(page_size=501, page_token=page_tokens.active_page_token(5, "s1"))
+            ),
+            [
+                ("project_id", "is required"),
+                ("page_size", "must be between 0 and 500 (0 means 50)"),
+                ("page_token", "is not a next_page_token returned by ListSessions"),
+            ],
+            id="list-sessions",
+        ),
+        pytest.param(
+            lambda: parse.list_projects(pb.ListProjectsRequest(page_size=-1, page_token="garbage!")),
+            [
+                ("page_size", "must be between 0 and 500 (0 means 50)"),
+                ("page_token", "is not a next_page_token returned by ListProjects"),
+            ],
+            id="list-projects",
         ),
     ],
 )
@@ -743,6 +770,60 @@ def test_an_active_sessions_page_token_it_did_not_write_is_refused(garbage: str)
     request = pb.ListActiveSessionsRequest(project_id="p1", page_token=garbage)
     assert refused(lambda: parse.list_active_sessions(request)) == [
         ("page_token", "is not a next_page_token returned by ListActiveSessions")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("last_activity_at", "session_id"),
+    [(0, "s"), (1_700_000_000_000_000, "s-1.a:b_c"), (2**63 - 1, "s" * 128)],
+)
+def test_a_sessions_page_token_round_trips_its_position(last_activity_at: int, session_id: str) -> None:
+    written = page_tokens.sessions_page_token(last_activity_at, session_id)
+    assert page_tokens.sessions_page_position(written) == (last_activity_at, session_id)
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param("garbage!", id="not-base64"),
+        pytest.param(token("d5/s1"), id="an-active-sessions-token"),
+        pytest.param(token("g5"), id="a-turns-token"),
+        pytest.param(token("pacme"), id="a-projects-token"),
+        pytest.param(token("a5"), id="no-session"),
+        pytest.param(token("a/s1"), id="no-time"),
+        pytest.param(token("a-5/s1"), id="negative"),
+        pytest.param(token(f"a{2**63}/s1"), id="beyond-int64"),
+        pytest.param(token("a5/-s"), id="session-outside-the-grammar"),
+        pytest.param(token("a5/" + "s" * 129), id="session-of-129"),
+    ],
+)
+def test_a_sessions_page_token_it_did_not_write_is_refused(garbage: str) -> None:
+    request = pb.ListSessionsRequest(project_id="p1", page_token=garbage)
+    assert refused(lambda: parse.list_sessions(request)) == [
+        ("page_token", "is not a next_page_token returned by ListSessions")
+    ]
+
+
+@pytest.mark.parametrize("project_id", ["p", "acme-1.a:b_c", "p" * 128])
+def test_a_projects_page_token_round_trips_its_project(project_id: str) -> None:
+    assert page_tokens.projects_page_position(page_tokens.projects_page_token(project_id)) == project_id
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param("garbage!", id="not-base64"),
+        pytest.param(token("a5/s1"), id="a-sessions-token"),
+        pytest.param(token("p"), id="no-project"),
+        pytest.param(token("p-acme"), id="project-outside-the-grammar"),
+        pytest.param(token("p" + "a" * 129), id="project-of-129"),
+        pytest.param(token("pa/b"), id="a-slash"),
+    ],
+)
+def test_a_projects_page_token_it_did_not_write_is_refused(garbage: str) -> None:
+    request = pb.ListProjectsRequest(page_token=garbage)
+    assert refused(lambda: parse.list_projects(request)) == [
+        ("page_token", "is not a next_page_token returned by ListProjects")
     ]
 
 

@@ -12,7 +12,7 @@ import grpc
 from turngate.client import reads, telemetry
 from turngate.client.connection import Connection, open_channel
 from turngate.client.gateway import Gateway
-from turngate.client.models import SessionSnapshot, TurnRecord
+from turngate.client.models import ProjectSummary, SessionSnapshot, SessionSummary, TurnRecord
 from turngate.client.retry import DEFAULT_BACKOFF, Backoff
 from turngate.client.runner import Runner
 from turngate.client.telemetry import TracerProvider
@@ -109,6 +109,16 @@ class Client:
     def active_sessions(self, *, page_size: int = 50) -> AsyncIterator[SessionSnapshot]:
         """The project's sessions with an active turn, earliest deadline first."""
         return reads.active_sessions(self._connection, page_size)
+
+    def list_sessions(self, *, page_size: int = 50) -> AsyncIterator[SessionSummary]:
+        """The project's sessions, busy or idle, the most recently active first, fetched a page at a
+        time; each with its state as `get_session` shows it."""
+        return reads.list_sessions(self._connection, page_size)
+
+    def list_projects(self, *, page_size: int = 50) -> AsyncIterator[ProjectSummary]:
+        """The projects this client's token may act on that have sessions, in id order (every
+        project's `project_id` may be passed to a `Client` of its own)."""
+        return reads.list_projects(self._connection, page_size)
 
     async def close(self) -> None:
         await self._connection.channel.close()

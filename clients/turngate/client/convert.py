@@ -38,6 +38,7 @@ from turngate.client.models import (
     InteractionChanged,
     Mismatch,
     MovedQueue,
+    ProjectSummary,
     QueuedTurn,
     QueuePaused,
     QueueReordered,
@@ -45,6 +46,7 @@ from turngate.client.models import (
     ResumedQueue,
     SessionRef,
     SessionSnapshot,
+    SessionSummary,
     SessionToken,
     Steer,
     SteerAcknowledgement,
@@ -233,6 +235,14 @@ def snapshot(message: pb.SessionSnapshot) -> SessionSnapshot:
         queue_version=message.queue_version,
         raw=message,
     )
+
+
+def session_summary(message: pb.SessionSummary) -> SessionSummary:
+    return SessionSummary(snapshot(message.snapshot), _always(message, "last_activity_at"), raw=message)
+
+
+def project_summary(message: pb.ProjectSummary) -> ProjectSummary:
+    return ProjectSummary(message.project_id, _always(message, "last_activity_at"), raw=message)
 
 
 def queue_paused(message: pb.QueuePaused) -> QueuePaused:

@@ -236,6 +236,27 @@ class SessionSnapshot:
 
 
 @dataclass(frozen=True)
+class SessionSummary:
+    """A session of `list_sessions`: its state as `get_session` shows it, and its last activity."""
+
+    snapshot: SessionSnapshot
+    last_activity_at: datetime
+    """When the newest event of the session that the service's history holds was written (the
+    service's clock): what the list is ordered by."""
+    raw: pb.SessionSummary | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ProjectSummary:
+    """A project of `list_projects`: one the caller may act on that has sessions."""
+
+    project_id: str
+    last_activity_at: datetime
+    """When the newest event of any of its sessions was written (the service's clock)."""
+    raw: pb.ProjectSummary | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
 class TurnAdmitted:
     """A turn was admitted (`turn` is RUNNING)."""
 

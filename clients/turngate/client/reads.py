@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from turngate.client import convert
 from turngate.client.connection import Connection
-from turngate.client.models import SessionSnapshot, TurnRecord
+from turngate.client.models import ProjectSummary, SessionSnapshot, SessionSummary, TurnRecord
 from turngate.v1 import turngate_pb2 as pb
 
 T = TypeVar("T")
@@ -51,5 +51,25 @@ def active_sessions(connection: Connection, page_size: int) -> AsyncIterator[Ses
         )
         page = await connection.call(connection.sessions.ListActiveSessions, request)
         return [convert.snapshot(snapshot) for snapshot in page.sessions], page.next_page_token
+
+    return _paged(fetch)
+
+
+def list_sessions(connection: Connection, page_size: int) -> AsyncIterator[SessionSummary]:
+    async def fetch(token: str) -> tuple[Sequence[SessionSummary], str]:
+        request = pb.ListSessionsRequest(
+            project_id=connection.project_id, page_size=page_size, page_token=token
+        )
+        page = await connection.call(connection.sessions.ListSessions, request)
+        return [convert.session_summary(summary) for summary in page.sessions], page.next_page_token
+
+    return _paged(fetch)
+
+
+def list_projects(connection: Connection, page_size: int) -> AsyncIterator[ProjectSummary]:
+    async def fetch(token: str) -> tuple[Sequence[ProjectSummary], str]:
+        request = pb.ListProjectsRequest(page_size=page_size, page_token=token)
+        page = await connection.call(connection.sessions.ListProjects, request)
+        return [convert.project_summary(project) for project in page.projects], page.next_page_token
 
     return _paged(fetch)

@@ -46,8 +46,10 @@ from turngate.client.models import (
     Event,
     Interaction,
     MovedQueue,
+    ProjectSummary,
     ResumedQueue,
     SessionSnapshot,
+    SessionSummary,
     SessionToken,
     Steer,
     SteerAcknowledgement,
@@ -491,6 +493,12 @@ class Client:
 
     def active_sessions(self, *, page_size: int = 50) -> Iterator[SessionSnapshot]:
         return _iterate(self._loop, self._client.active_sessions(page_size=page_size))
+
+    def list_sessions(self, *, page_size: int = 50) -> Iterator[SessionSummary]:
+        return _iterate(self._loop, self._client.list_sessions(page_size=page_size))
+
+    def list_projects(self, *, page_size: int = 50) -> Iterator[ProjectSummary]:
+        return _iterate(self._loop, self._client.list_projects(page_size=page_size))
 
     def close(self) -> None:
         self._loop.run(self._client.close())

@@ -2602,6 +2602,178 @@ class ListActiveSessionsResponse(_message.Message):
 Global___ListActiveSessionsResponse: _TypeAlias = ListActiveSessionsResponse  # noqa: Y015
 
 @_typing.final
+class ListSessionsRequest(_message.Message):
+    """Lists a project's sessions, the most recently active first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """Required; identifier syntax."""
+    page_size: _builtins.int
+    """At most this many (1 to 500; 0 means 50)."""
+    page_token: _builtins.str
+    """From a previous response's next_page_token; empty for the first page."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSessionsRequest: _TypeAlias = ListSessionsRequest  # noqa: Y015
+
+@_typing.final
+class SessionSummary(_message.Message):
+    """One session of ListSessions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    LAST_ACTIVITY_AT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def snapshot(self) -> Global___SessionSnapshot:
+        """The session's state now, as GetSession answers it (its snapshot.session names it)."""
+
+    @_builtins.property
+    def last_activity_at(self) -> _timestamp_pb2.Timestamp:
+        """When the newest event of the session that history holds was written (store clock): what
+        the list is ordered by.
+        """
+
+    def __init__(
+        self,
+        *,
+        snapshot: Global___SessionSnapshot | None = ...,
+        last_activity_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_activity_at", b"last_activity_at", "snapshot", b"snapshot"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_activity_at", b"last_activity_at", "snapshot", b"snapshot"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionSummary: _TypeAlias = SessionSummary  # noqa: Y015
+
+@_typing.final
+class ListSessionsResponse(_message.Message):
+    """One page of sessions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass to the next call; empty on the last page."""
+    @_builtins.property
+    def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SessionSummary]:
+        """The most recently active first; sessions as active at once in session id order, last first."""
+
+    def __init__(
+        self,
+        *,
+        sessions: _abc.Iterable[Global___SessionSummary] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "sessions", b"sessions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSessionsResponse: _TypeAlias = ListSessionsResponse  # noqa: Y015
+
+@_typing.final
+class ListProjectsRequest(_message.Message):
+    """Lists the projects the caller may see."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most this many (1 to 500; 0 means 50)."""
+    page_token: _builtins.str
+    """From a previous response's next_page_token; empty for the first page."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListProjectsRequest: _TypeAlias = ListProjectsRequest  # noqa: Y015
+
+@_typing.final
+class ProjectSummary(_message.Message):
+    """One project of ListProjects."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    LAST_ACTIVITY_AT_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    @_builtins.property
+    def last_activity_at(self) -> _timestamp_pb2.Timestamp:
+        """When the newest event of any of its sessions that history holds was written (store clock)."""
+
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        last_activity_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_activity_at", b"last_activity_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_activity_at", b"last_activity_at", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProjectSummary: _TypeAlias = ProjectSummary  # noqa: Y015
+
+@_typing.final
+class ListProjectsResponse(_message.Message):
+    """One page of projects."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass to the next call; empty on the last page."""
+    @_builtins.property
+    def projects(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProjectSummary]:
+        """In project id order."""
+
+    def __init__(
+        self,
+        *,
+        projects: _abc.Iterable[Global___ProjectSummary] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "projects", b"projects"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListProjectsResponse: _TypeAlias = ListProjectsResponse  # noqa: Y015
+
+@_typing.final
 class SteerTurnRequest(_message.Message):
     """Input for the running turn (docs/design.md §9)."""
 

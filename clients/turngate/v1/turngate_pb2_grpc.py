@@ -703,6 +703,16 @@ class SessionServiceStub:
                 request_serializer=turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsRequest.SerializeToString,
                 response_deserializer=turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsResponse.FromString,
                 _registered_method=True)
+        self.ListSessions = channel.unary_unary(
+                '/turngate.v1.SessionService/ListSessions',
+                request_serializer=turngate_dot_v1_dot_turngate__pb2.ListSessionsRequest.SerializeToString,
+                response_deserializer=turngate_dot_v1_dot_turngate__pb2.ListSessionsResponse.FromString,
+                _registered_method=True)
+        self.ListProjects = channel.unary_unary(
+                '/turngate.v1.SessionService/ListProjects',
+                request_serializer=turngate_dot_v1_dot_turngate__pb2.ListProjectsRequest.SerializeToString,
+                response_deserializer=turngate_dot_v1_dot_turngate__pb2.ListProjectsResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer:
@@ -748,6 +758,21 @@ class SessionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSessions(self, request, context):
+        """The project's sessions that history has recorded an event of, the one with the newest event
+        first, paged: busy and idle alike, also those the store has let go (docs/design.md §3.7).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListProjects(self, request, context):
+        """The projects the caller may act on that history has sessions of, in project id order, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -775,6 +800,16 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.ListActiveSessions,
                     request_deserializer=turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsRequest.FromString,
                     response_serializer=turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsResponse.SerializeToString,
+            ),
+            'ListSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSessions,
+                    request_deserializer=turngate_dot_v1_dot_turngate__pb2.ListSessionsRequest.FromString,
+                    response_serializer=turngate_dot_v1_dot_turngate__pb2.ListSessionsResponse.SerializeToString,
+            ),
+            'ListProjects': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProjects,
+                    request_deserializer=turngate_dot_v1_dot_turngate__pb2.ListProjectsRequest.FromString,
+                    response_serializer=turngate_dot_v1_dot_turngate__pb2.ListProjectsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -913,6 +948,60 @@ class SessionService:
             '/turngate.v1.SessionService/ListActiveSessions',
             turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsRequest.SerializeToString,
             turngate_dot_v1_dot_turngate__pb2.ListActiveSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turngate.v1.SessionService/ListSessions',
+            turngate_dot_v1_dot_turngate__pb2.ListSessionsRequest.SerializeToString,
+            turngate_dot_v1_dot_turngate__pb2.ListSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListProjects(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turngate.v1.SessionService/ListProjects',
+            turngate_dot_v1_dot_turngate__pb2.ListProjectsRequest.SerializeToString,
+            turngate_dot_v1_dot_turngate__pb2.ListProjectsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -284,6 +284,12 @@ class SessionServiceStub:
     whose deadline (lease expiry, stop deadline or a queued turn's expiry, whichever is sooner)
     comes first first, paged: what an operator looks at first.
     """
+    ListSessions: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ListSessionsRequest, _turngate_pb2.ListSessionsResponse]
+    """The project's sessions that history has recorded an event of, the one with the newest event
+    first, paged: busy and idle alike, also those the store has let go (docs/design.md §3.7).
+    """
+    ListProjects: _grpc.UnaryUnaryMultiCallable[_turngate_pb2.ListProjectsRequest, _turngate_pb2.ListProjectsResponse]
+    """The projects the caller may act on that history has sessions of, in project id order, paged."""
 
 @_typing.type_check_only
 class SessionServiceAsyncStub(SessionServiceStub):
@@ -307,6 +313,12 @@ class SessionServiceAsyncStub(SessionServiceStub):
     whose deadline (lease expiry, stop deadline or a queued turn's expiry, whichever is sooner)
     comes first first, paged: what an operator looks at first.
     """
+    ListSessions: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ListSessionsRequest, _turngate_pb2.ListSessionsResponse]  # type: ignore[assignment]
+    """The project's sessions that history has recorded an event of, the one with the newest event
+    first, paged: busy and idle alike, also those the store has let go (docs/design.md §3.7).
+    """
+    ListProjects: _aio.UnaryUnaryMultiCallable[_turngate_pb2.ListProjectsRequest, _turngate_pb2.ListProjectsResponse]  # type: ignore[assignment]
+    """The projects the caller may act on that history has sessions of, in project id order, paged."""
 
 class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
     """Clients: stream the session's state and read its history."""
@@ -357,5 +369,23 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         whose deadline (lease expiry, stop deadline or a queued turn's expiry, whichever is sooner)
         comes first first, paged: what an operator looks at first.
         """
+
+    @_abc_1.abstractmethod
+    def ListSessions(
+        self,
+        request: _turngate_pb2.ListSessionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turngate_pb2.ListSessionsResponse, _abc.Awaitable[_turngate_pb2.ListSessionsResponse]]:
+        """The project's sessions that history has recorded an event of, the one with the newest event
+        first, paged: busy and idle alike, also those the store has let go (docs/design.md §3.7).
+        """
+
+    @_abc_1.abstractmethod
+    def ListProjects(
+        self,
+        request: _turngate_pb2.ListProjectsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turngate_pb2.ListProjectsResponse, _abc.Awaitable[_turngate_pb2.ListProjectsResponse]]:
+        """The projects the caller may act on that history has sessions of, in project id order, paged."""
 
 def add_SessionServiceServicer_to_server(servicer: SessionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

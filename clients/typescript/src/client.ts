@@ -23,7 +23,8 @@ export class Turngate {
   /** Gateways: CancelTurn (see `stop`), SteerTurn (see `steer`), ResolveInteraction, ResumeQueue,
    * ClearQueue, MoveQueuedTurn (see their methods). */
   readonly control: Client<typeof ControlService>;
-  /** Clients: WatchSession (see `watch`), GetSession, GetTurn, ListTurns, ListActiveSessions. */
+  /** Clients: WatchSession (see `watch`), GetSession, GetTurn, ListTurns, ListActiveSessions,
+   * ListSessions (the project's sessions, the most recently active first), ListProjects. */
   readonly sessions: Client<typeof SessionService>;
 
   constructor(

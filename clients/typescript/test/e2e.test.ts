@@ -215,6 +215,36 @@ describe("against a real server over HTTP", { skip: baseUrl ? false : notSet }, 
     }
   });
 
+  it("lists the project's sessions, the most recently active first, a page at a time, and the project", async () => {
+    const turngate = new Turngate(createTurngateNodeTransport({ baseUrl: baseUrl!, token }), project);
+    const prefix = `ts-list-${Date.now()}`;
+    for (const name of ["a", "b", "c"]) {
+      const { lease } = await turngate.admission.admitTurn({
+        session: turngate.session(`${prefix}-${name}`),
+        turnId: "t1",
+        runnerId: "r1",
+      });
+      await turngate.admission.completeTurn({ lease, outcome: TurnOutcome.COMPLETED });
+    }
+    const first = await turngate.sessions.listSessions({ projectId: project, pageSize: 2 });
+    const second = await turngate.sessions.listSessions({
+      projectId: project,
+      pageSize: 2,
+      pageToken: first.nextPageToken,
+    });
+    assert.deepEqual(
+      [...first.sessions, ...second.sessions].slice(0, 3).map((s) => s.snapshot?.session?.sessionId),
+      [`${prefix}-c`, `${prefix}-b`, `${prefix}-a`],
+    );
+    const newest = first.sessions[0];
+    assert.ok(newest, "a first page");
+    assert.equal(newest.snapshot?.phase, SessionPhase.IDLE);
+    assert.equal(newest.snapshot?.lastSettled?.outcome, TurnOutcome.COMPLETED);
+    assert.ok(newest.lastActivityAt, "each session says when it was last active");
+    const projects = await turngate.sessions.listProjects({});
+    assert.ok(projects.projects.some((p) => p.projectId === project));
+  });
+
   const noToken = "TURNGATE_TEST_TOKEN is not set: the server needs none";
   it(
     "a session token minted by a gateway watches and stops its one session, and no other",

@@ -1,7 +1,8 @@
 """The ways to run, one per kind of store (store_kinds.py): the embedded SQL store, or Redis for
 coordination plus a SQL ledger.
 
-Each gives the server a store, the turn history, an optional cross-replica watch feed, and the
+Each gives the server a store, the turn history and the directory of sessions it holds (both read
+from the database that holds the history), an optional cross-replica watch feed, and the
 background loops it must run, by name: the ledger's schema, in redis mode the feed and the ledger
 projector, and with a history retention set, its prune of the database that holds the history.
 """
@@ -20,11 +21,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from turngate.service.config import Settings, microseconds
 from turngate.service.core import limits
 from turngate.service.history import LiveHistory
+from turngate.service.ledger.directory import Directory
 from turngate.service.ledger.projector import LedgerProjector
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.recall import recall_unless_down
 from turngate.service.ledger.retention import HistoryRetention
 from turngate.service.ports.feed import Feed
+from turngate.service.ports.history import SessionDirectory
 from turngate.service.redis_url import RedisUrl
 from turngate.service.schema import LedgerSchema
 from turngate.service.sql.engine import dispose, make_engine
@@ -48,6 +51,7 @@ ReportLedger = Callable[[str | None], None]
 class Backend:
     store: CompareAndSetStore
     history: LiveHistory
+    directory: SessionDirectory
     feed: Feed | None = None
     # Redis mode, unless told not to project: this replica's ledger projector.
     projector: LedgerProjector | None = None
@@ -73,7 +77,11 @@ async def _sql_backend(settings: Settings, report_ledger: ReportLedger) -> Backe
     store = open_store(settings.store, sqlite_synchronous=settings.sqlite_synchronous)
     schema = LedgerSchema(settings.store, migrate=settings.migrate, report=report_ledger, announce=False)
     backend = Backend(
-        store, LiveHistory(store.ledger, store), loops={"schema": schema.run}, closers=[store.close]
+        store,
+        LiveHistory(store.ledger, store),
+        store.directory,
+        loops={"schema": schema.run},
+        closers=[store.close],
     )
     if settings.history_retention is not None:
         # An engine of its own: the store's writer thread keeps the store's connection to itself.
@@ -101,6 +109,7 @@ async def _redis_backend(settings: Settings, report_ledger: ReportLedger) -> Bac
     backend = Backend(
         store,
         LiveHistory(Ledger(engine), store),
+        Directory(engine),
         feed=feed,
         loops={"schema": schema.run, "watch_feed": feed.run},
         closers=[store.close, feed.close, partial(dispose, engine)],

@@ -492,8 +492,8 @@ def _prune(settings: Settings, before: int, *, dry_run: bool) -> int:
         return EXIT_FAILURE
     print(
         f"{'would prune' if dry_run else 'pruned'} {pruned.turns} turns, {pruned.tool_calls} tool calls, "
-        f"{pruned.interactions} interactions, {pruned.steers} steers and "
-        f"{pruned.session_events} session events "
+        f"{pruned.interactions} interactions, {pruned.steers} steers, "
+        f"{pruned.session_events} session events and {pruned.session_activity} sessions "
         f"settled or written before {_iso(before)}"
     )
     return 0

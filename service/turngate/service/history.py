@@ -1,5 +1,6 @@
 """Turn history for GetTurn and ListTurns: the ledger, with what it has not recorded yet replayed
-onto it, so a read never shows less than a write already acknowledged.
+onto it, so a read never shows less than a write already acknowledged. And the state of sessions
+as GetSession shows it, for one session or a page of ListSessions.
 
 In redis mode the projector copies the session logs into the ledger after the fact. Until it has,
 the events it lacks are still in the session's log (the store trims only what the ledger holds),
@@ -12,13 +13,15 @@ have no place in ListTurns until they leave the queue: docs/decisions.md).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from turngate.service import core
 from turngate.service.core import SessionKey, TurnPhase
-from turngate.service.ledger.reads import recall
+from turngate.service.ledger.reads import recall, settled_turn_of
 from turngate.service.ledger.replay import replay
-from turngate.service.ports.history import TurnHistory, TurnView, turn_view
+from turngate.service.ports.history import SessionActivity, TurnHistory, TurnView, turn_view
 from turngate.service.ports.store import Store, StoreUnavailable
 
 # Events read per round trip when the log alone answers.
@@ -40,6 +43,12 @@ class LiveHistory:
             return core.recalled(state, await recall(self._ledger, key))
         except StoreUnavailable:
             return state
+
+    async def listed(self, found: Sequence[SessionActivity]) -> list[core.Session]:
+        """Each session's document, read at once; for one the store does not hold, its last settled
+        turn as `found` has it from history (all GetSession shows of the turns it recalls)."""
+        states = await asyncio.gather(*(self._store.load(activity.key) for activity in found))
+        return [_listed(state, activity) for state, activity in zip(states, found, strict=True)]
 
     async def get_turn(self, key: SessionKey, turn_id: str) -> TurnView | None:
         """The turn's latest generation, with its tool calls, interactions and steers; a turn
@@ -99,6 +108,13 @@ class _Log:
     @property
     def whole(self) -> bool:
         return self.events[0].seq == 1 if self.events else self.head == 0
+
+
+def _listed(state: core.Session, activity: SessionActivity) -> core.Session:
+    settled = None if activity.last_settled is None else settled_turn_of(activity.last_settled)
+    if state.epoch != core.NO_EPOCH or settled is None:
+        return state
+    return core.recalled(state, (settled,))
 
 
 def _latest(turns: dict[int, TurnView], turn_id: str) -> TurnView | None:

@@ -142,7 +142,7 @@ class TurngateServer:
             {
                 "AdmissionService": AdmissionService(store, policy),
                 "ControlService": ControlService(store, policy, lambda: self._gatekeeper.session_keys),
-                "SessionService": SessionService(store, backend.history, hub, quota),
+                "SessionService": SessionService(store, backend.history, backend.directory, hub, quota),
             },
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)

@@ -13,6 +13,8 @@ from turngate.service.auth.session_tokens import Minted
 from turngate.service.core import SessionKey
 from turngate.service.ports.history import (
     InteractionView,
+    ProjectActivity,
+    SessionActivity,
     SteerView,
     ToolCallView,
     TurnView,
@@ -163,6 +165,19 @@ def snapshot(key: SessionKey, state: core.Session, resync: bool = False) -> pb.S
         queue_paused_by=paused_by.turn_id if paused_by else "",
         queue_pause=queue_paused(paused_by) if paused_by else None,
         queue_version=state.queue_version,
+    )
+
+
+def session_summary(activity: SessionActivity, state: core.Session) -> pb.SessionSummary:
+    """A session of ListSessions: its state (`state`, as GetSession shows it) and last activity."""
+    return pb.SessionSummary(
+        snapshot=snapshot(activity.key, state), last_activity_at=timestamp(activity.last_activity_at)
+    )
+
+
+def project_summary(project: ProjectActivity) -> pb.ProjectSummary:
+    return pb.ProjectSummary(
+        project_id=project.project_id, last_activity_at=timestamp(project.last_activity_at)
     )
 
 

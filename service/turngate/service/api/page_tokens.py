@@ -1,5 +1,6 @@
-"""Page tokens of ListTurns and ListActiveSessions: opaque to callers, base64url of a short text
-this module writes and reads back (None for anything else)."""
+"""Page tokens of ListTurns, ListActiveSessions, ListSessions and ListProjects: opaque to callers,
+base64url of a short text this module writes and reads back (None for anything else). Each names
+the last item of its page by the keys the listing is ordered by."""
 
 from __future__ import annotations
 
@@ -26,11 +27,33 @@ def active_page_token(deadline: int, session_id: str) -> str:
 
 
 def active_page_position(token: str) -> tuple[int, str] | None:
+    return _instant_and_session("d", token)
+
+
+def sessions_page_token(last_activity_at: int, session_id: str) -> str:
+    return _encode(f"a{last_activity_at}/{session_id}")
+
+
+def sessions_page_position(token: str) -> tuple[int, str] | None:
+    return _instant_and_session("a", token)
+
+
+def projects_page_token(project_id: str) -> str:
+    return _encode(f"p{project_id}")
+
+
+def projects_page_position(token: str) -> str | None:
     raw = _decode(token)
-    if raw is None or not raw.startswith("d") or "/" not in raw:
+    return raw[1:] if raw is not None and raw.startswith("p") and is_identifier(raw[1:]) else None
+
+
+def _instant_and_session(kind: str, token: str) -> tuple[int, str] | None:
+    """The (instant, session id) pair of a token of `kind` (its first letter)."""
+    raw = _decode(token)
+    if raw is None or not raw.startswith(kind) or "/" not in raw:
         return None
-    deadline, session_id = raw[1:].split("/", 1)
-    position = _int64(deadline)
+    instant, session_id = raw[1:].split("/", 1)
+    position = _int64(instant)
     return None if position is None or not is_identifier(session_id) else (position, session_id)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from turngate.service import core
@@ -289,9 +290,43 @@ class ActiveSessionsPage:
 
 
 def list_active_sessions(request: pb.ListActiveSessionsRequest) -> ActiveSessionsPage:
+    return ActiveSessionsPage(*_project_page(request, "ListActiveSessions", page_tokens.active_page_position))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsPage:
+    project_id: str
+    size: int
+    before: tuple[int, str] | None
+
+
+def list_sessions(request: pb.ListSessionsRequest) -> SessionsPage:
+    return SessionsPage(*_project_page(request, "ListSessions", page_tokens.sessions_page_position))
+
+
+def _project_page(
+    request: pb.ListActiveSessionsRequest | pb.ListSessionsRequest,
+    rpc: str,
+    position: Callable[[str], tuple[int, str] | None],
+) -> tuple[str, int, tuple[int, str] | None]:
+    """A page of a project's sessions: the project, the page's size and where it starts."""
     check = Checker()
     project_id = check.identifier("project_id", request.project_id)
     size = check.page_size(request.page_size)
-    after = check.page_token(request.page_token, "ListActiveSessions", page_tokens.active_page_position)
+    at = check.page_token(request.page_token, rpc, position)
     check.done()
-    return ActiveSessionsPage(project_id, size, after)
+    return project_id, size, at
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectsPage:
+    size: int
+    after: str | None
+
+
+def list_projects(request: pb.ListProjectsRequest) -> ProjectsPage:
+    check = Checker()
+    size = check.page_size(request.page_size)
+    after = check.page_token(request.page_token, "ListProjects", page_tokens.projects_page_position)
+    check.done()
+    return ProjectsPage(size, after)

@@ -14,7 +14,8 @@ from turngate.service.api.encoded import EncodedEvents, snapshot_response
 from turngate.service.api.errors import guarded
 from turngate.service.api.quota import WatchLimit, WatchQuota
 from turngate.service.api.replies import Context
-from turngate.service.ports.history import SessionHistory, TurnView
+from turngate.service.auth import access
+from turngate.service.ports.history import SessionDirectory, SessionHistory, TurnView
 from turngate.service.ports.store import Store
 from turngate.service.watch import Snapshot, WatchClosed, WatchHub, WatchOverflow
 from turngate.v1 import turngate_pb2 as pb
@@ -27,9 +28,17 @@ class SessionService:
 
     PRE_SERIALIZED = frozenset({"WatchSession"})
 
-    def __init__(self, store: Store, history: SessionHistory, hub: WatchHub, quota: WatchQuota) -> None:
+    def __init__(
+        self,
+        store: Store,
+        history: SessionHistory,
+        directory: SessionDirectory,
+        hub: WatchHub,
+        quota: WatchQuota,
+    ) -> None:
         self._store = store
         self._history = history
+        self._directory = directory
         self._hub = hub
         self._quota = quota
         self._encoded = EncodedEvents()
@@ -97,6 +106,37 @@ class SessionService:
         return pb.ListActiveSessionsResponse(
             sessions=[convert.snapshot(key, state) for (key, _), state in zip(shown, states, strict=True)],
             next_page_token=page_tokens.active_page_token(shown[-1][1], shown[-1][0].session_id)
+            if len(found) > page.size
+            else "",
+        )
+
+    @guarded
+    async def ListSessions(
+        self, request: pb.ListSessionsRequest, context: Context
+    ) -> pb.ListSessionsResponse:
+        page = parse.list_sessions(request)
+        found = await self._directory.sessions(page.project_id, page.before, page.size + 1)
+        shown = found[: page.size]
+        states = await self._history.listed(shown)
+        last = shown[-1] if len(found) > page.size else None
+        return pb.ListSessionsResponse(
+            sessions=[convert.session_summary(a, state) for a, state in zip(shown, states, strict=True)],
+            next_page_token=page_tokens.sessions_page_token(last.last_activity_at, last.key.session_id)
+            if last
+            else "",
+        )
+
+    @guarded
+    async def ListProjects(
+        self, request: pb.ListProjectsRequest, context: Context
+    ) -> pb.ListProjectsResponse:
+        page = parse.list_projects(request)
+        among = access.visible_projects(current_principal.get())
+        found = await self._directory.projects(page.after, page.size + 1, among)
+        shown = found[: page.size]
+        return pb.ListProjectsResponse(
+            projects=[convert.project_summary(project) for project in shown],
+            next_page_token=page_tokens.projects_page_token(shown[-1].project_id)
             if len(found) > page.size
             else "",
         )

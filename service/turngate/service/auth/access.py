@@ -101,6 +101,12 @@ def _session_denial(reach: Reach, request: Message) -> str | None:
     return "this session token does not reach the session this request names"
 
 
+def visible_projects(principal: Principal) -> frozenset[str] | None:
+    """The projects whose sessions `principal` may list (ListProjects): those it may act on (None:
+    every project). A session token never gets here: its scopes name no listing."""
+    return principal.projects
+
+
 def may_stop_others(principal: Principal) -> bool:
     """Whether `principal` may stop a turn another principal holds: whoever may send a Stop
     (CancelTurn). AdmitTurn(INTERRUPT) stops the active turn, so it asks the same of its caller

@@ -2,21 +2,25 @@
 
 What goes: settled turns whose `settled_at` is before the cutoff (a queued turn that expired or was
 cancelled is recorded settled as it leaves the queue), with their tool calls, interactions and
-steers; and session events whose `time` is before it. What stays, however old: a turn that is not settled, and
-every event naming it (a queued turn has no row yet: the retention's floor, at least the longest
-queue wait, keeps its events; core/limits.py).
+steers; session events whose `time` is before it; and the `session_activity` row of a session whose
+newest event is before it and that has no turn unsettled (its history is gone and nothing in it is
+live: ListSessions no longer lists it). What stays, however old: a turn that is not settled, every
+event naming it, and its session's activity row (a queued turn has no row yet: the retention's
+floor, at least the longest queue wait, keeps its events; core/limits.py).
 
 Each batch is one short transaction of at most `BATCH` turns or events, found by an index from the
 oldest (migration 0007), so a prune costs what it deletes and never holds locks for long. On
 PostgreSQL a batch locks the rows it takes FOR UPDATE SKIP LOCKED: rows another transaction holds
 are left for the next prune instead of waited for, and concurrent prunes (every replica runs one)
 share the work. A turn once prunable stays so (its row never changes after settling), so on SQLite,
-whose SELECT runs before the write transaction begins, the batch deletes what it found.
+whose SELECT runs before the write transaction begins, the batch deletes what it found. A session's
+activity row is not: a write may record a new event of it after the SELECT, so its delete asks
+again whether the row is older than the cutoff.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
@@ -27,7 +31,14 @@ from sqlalchemy.sql import Delete
 
 from turngate.service.core import TurnPhase
 from turngate.service.sql.engine import unavailable_on_failure
-from turngate.service.sql.tables import interactions, session_events, steers, tool_calls, turns
+from turngate.service.sql.tables import (
+    interactions,
+    session_activity,
+    session_events,
+    steers,
+    tool_calls,
+    turns,
+)
 
 # Rows one transaction takes at most.
 BATCH = 1_000
@@ -42,6 +53,7 @@ class Pruned:
     interactions: int = 0
     steers: int = 0
     session_events: int = 0
+    session_activity: int = 0
 
     def __add__(self, other: Pruned) -> Pruned:
         return Pruned(*(mine + theirs for mine, theirs in zip(astuple(self), astuple(other), strict=True)))
@@ -59,16 +71,12 @@ async def prune(engine: AsyncEngine, before: int, *, batch: int = BATCH) -> Prun
     batch finds less than a full one; raises StoreUnavailable while the database does not answer."""
     pruned = Pruned()
     with unavailable_on_failure():
-        while True:
-            turns_pruned = await _prune_turns(engine, before, batch)
-            pruned += turns_pruned
-            if turns_pruned.turns < batch:
-                break
-        while True:
-            events_pruned = await _prune_events(engine, before, batch)
-            pruned += events_pruned
-            if events_pruned.session_events < batch:
-                break
+        for kind in _KINDS:
+            while True:
+                found = await _prune_batch(engine, kind, before, batch)
+                pruned += found
+                if getattr(found, kind.counted) < batch:
+                    break
     return pruned
 
 
@@ -82,6 +90,7 @@ async def prunable(engine: AsyncEngine, before: int) -> Pruned:
                 interactions=await _count(conn, _children_count(interactions, before)),
                 steers=await _count(conn, _children_count(steers, before)),
                 session_events=await _count(conn, select(func.count()).where(_old_event(before))),
+                session_activity=await _count(conn, select(func.count()).where(_old_activity(before))),
             )
 
 
@@ -99,6 +108,16 @@ def _old_event(before: int) -> ColumnElement[bool]:
         turns.c.phase != TurnPhase.SETTLED,
     )
     return and_(session_events.c.time < before, ~unsettled.exists())
+
+
+def _old_activity(before: int) -> ColumnElement[bool]:
+    """A session whose newest event was written before `before` and that has no turn unsettled."""
+    unsettled = select(turns.c.generation).where(
+        turns.c.project_id == session_activity.c.project_id,
+        turns.c.session_id == session_activity.c.session_id,
+        turns.c.phase != TurnPhase.SETTLED,
+    )
+    return and_(session_activity.c.last_activity_at < before, ~unsettled.exists())
 
 
 def oldest_turns(before: int, batch: int) -> Select[tuple[str, str, int]]:
@@ -123,25 +142,67 @@ def oldest_events(before: int, batch: int) -> Select[tuple[str, str, int, int]]:
     )
 
 
-async def _prune_turns(engine: AsyncEngine, before: int, batch: int) -> Pruned:
-    async with engine.begin() as conn:
-        keys = (await conn.execute(oldest_turns(before, batch))).all()
-        if not keys:
-            return Pruned()
-        return Pruned(
-            tool_calls=await _delete(conn, tool_calls, keys),
-            interactions=await _delete(conn, interactions, keys),
-            steers=await _delete(conn, steers, keys),
-            turns=await _delete(conn, turns, keys),
-        )
+def oldest_activity(before: int, batch: int) -> Select[tuple[str, str]]:
+    """The keys of up to `batch` sessions whose activity row is prunable, oldest first, locked
+    (PostgreSQL)."""
+    return (
+        select(*session_activity.primary_key)
+        .where(_old_activity(before))
+        .order_by(session_activity.c.last_activity_at)
+        .limit(batch)
+        .with_for_update(skip_locked=True, of=session_activity)
+    )
 
 
-async def _prune_events(engine: AsyncEngine, before: int, batch: int) -> Pruned:
+_Keys = Sequence[Row[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """What a prune deletes in batches, in this order: how a batch is found, how its rows are
+    deleted (given the cutoff), and which count says the batch was full."""
+
+    oldest: Callable[[int, int], Select[Any]]
+    delete: Callable[[AsyncConnection, _Keys, int], Awaitable[Pruned]]
+    counted: str
+
+
+async def _prune_batch(engine: AsyncEngine, kind: _Kind, before: int, batch: int) -> Pruned:
     async with engine.begin() as conn:
-        keys = (await conn.execute(oldest_events(before, batch))).all()
-        if not keys:
-            return Pruned()
-        return Pruned(session_events=await _delete(conn, session_events, keys))
+        keys = (await conn.execute(kind.oldest(before, batch))).all()
+        return await kind.delete(conn, keys, before) if keys else Pruned()
+
+
+async def _delete_turns(conn: AsyncConnection, keys: _Keys, _before: int) -> Pruned:
+    return Pruned(
+        tool_calls=await _delete(conn, tool_calls, keys),
+        interactions=await _delete(conn, interactions, keys),
+        steers=await _delete(conn, steers, keys),
+        turns=await _delete(conn, turns, keys),
+    )
+
+
+async def _delete_events(conn: AsyncConnection, keys: _Keys, _before: int) -> Pruned:
+    return Pruned(session_events=await _delete(conn, session_events, keys))
+
+
+async def _delete_activity(conn: AsyncConnection, keys: _Keys, before: int) -> Pruned:
+    statement, params = activity_deletion(conn.dialect.name, keys, before)
+    return Pruned(session_activity=(await conn.execute(statement, params)).rowcount)
+
+
+_KINDS = (
+    _Kind(oldest_turns, _delete_turns, "turns"),
+    _Kind(oldest_events, _delete_events, "session_events"),
+    _Kind(oldest_activity, _delete_activity, "session_activity"),
+)
+
+
+def activity_deletion(dialect: str, keys: _Keys, before: int) -> tuple[Delete, list[dict[str, Any]] | None]:
+    """`deletion` of activity rows, each only while still older than `before` (a write may have
+    recorded a newer event since they were found)."""
+    statement, params = deletion(dialect, session_activity, keys)
+    return statement.where(session_activity.c.last_activity_at < before), params
 
 
 async def _delete(conn: AsyncConnection, table: Table, keys: Sequence[Row[Any]]) -> int:

@@ -12,6 +12,9 @@ tool call, interaction and steer has a row of its own, written only by its own k
 (a steer is sent before it ends). An executemany takes its columns from its first row, so every
 row of one kind names the same columns (a turn inserted as it leaves the queue and one admitted
 share the admit statement: `_turn_row`).
+
+Last, each session's `session_activity` row takes the newest event's time and the generation of
+the last turn that ran and settled, one upsert per session, each column only ever moving forward.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any, assert_never
 
-from sqlalchemy import bindparam, false
+from sqlalchemy import ColumnElement, bindparam, case, false
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable, Update
 
@@ -54,6 +57,7 @@ from turngate.service.core import (
 from turngate.service.sql.tables import (
     dialect_insert,
     interactions,
+    session_activity,
     session_events,
     steers,
     tool_calls,
@@ -101,7 +105,29 @@ def recording(
             (statements.writes[kind], [row for _, row in group])
             for kind, group in groupby(writes, key=itemgetter(0))
         ),
+        (statements.activity, _activity_rows(sessions)),
     ]
+
+
+def _activity_rows(sessions: Sequence[tuple[SessionKey, Sequence[Event]]]) -> list[_Row]:
+    """One `session_activity` row per session of `sessions` that has events, in key order."""
+    rows: dict[SessionKey, _Row] = {}
+    for key, session_events_ in sessions:
+        for event in session_events_:
+            row = rows.setdefault(key, _activity_row(key))
+            row["last_activity_at"] = max(row["last_activity_at"], event.time)
+            if isinstance(event.body, TurnSettled):
+                row["settled_generation"] = max(row["settled_generation"], event.body.turn.generation)
+    return [rows[key] for key in sorted(rows)]
+
+
+def _activity_row(key: SessionKey) -> _Row:
+    return {
+        "project_id": key.project_id,
+        "session_id": key.session_id,
+        "last_activity_at": 0,
+        "settled_generation": 0,
+    }
 
 
 class Write(IntEnum):
@@ -121,6 +147,7 @@ class _Statements:
     events: Executable
     # Indexed by Write.
     writes: tuple[Executable, ...]
+    activity: Executable
 
 
 @cache
@@ -128,6 +155,7 @@ def _statements(dialect: str) -> _Statements:
     """The ledger's writes in one dialect."""
     tool_call = dialect_insert(dialect, tool_calls)
     interaction = dialect_insert(dialect, interactions)
+    activity = dialect_insert(dialect, session_activity)
     writes = {
         Write.ADMIT: dialect_insert(dialect, turns).on_conflict_do_nothing(),
         Write.STOP: _turn_update().where(turns.c.stop_requested.is_(false())),
@@ -155,7 +183,19 @@ def _statements(dialect: str) -> _Statements:
     return _Statements(
         events=dialect_insert(dialect, session_events).on_conflict_do_nothing(),
         writes=tuple(writes[kind] for kind in Write),
+        activity=activity.on_conflict_do_update(
+            index_elements=list(session_activity.primary_key),
+            set_={
+                name: _greater(activity.excluded[name], session_activity.c[name])
+                for name in ("last_activity_at", "settled_generation")
+            },
+        ),
     )
+
+
+def _greater(new: ColumnElement[int], old: ColumnElement[int]) -> ColumnElement[int]:
+    """The greater of two values: a delivery again, or late, never moves a column back."""
+    return case((new > old, new), else_=old)
 
 
 def _turn_update() -> Update:

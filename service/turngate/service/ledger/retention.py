@@ -47,12 +47,13 @@ class HistoryRetention:
         if pruned.total:
             self.pruned += pruned
             log.info(
-                "history retention pruned %d turns, %d tool calls, %d interactions, %d steers and "
-                "%d session events",
+                "history retention pruned %d turns, %d tool calls, %d interactions, %d steers, "
+                "%d session events and %d sessions",
                 pruned.turns,
                 pruned.tool_calls,
                 pruned.interactions,
                 pruned.steers,
                 pruned.session_events,
+                pruned.session_activity,
             )
         return pruned

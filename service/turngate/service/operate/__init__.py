@@ -9,7 +9,9 @@
     turngate queue clear SESSION [--reason TEXT]  cancels the waiting turns; the active one runs on
     turngate turn show TURN --session SESSION     with its tool calls and interactions
     turngate turn list SESSION [--limit N]
+    turngate sessions list [--limit N]            sessions busy or idle, the most recently active first
     turngate sessions busy [--limit N]            sessions with an active turn, earliest deadline first
+    turngate sessions projects [--limit N]        the projects the token may see that have sessions
     turngate health [--service NAME]              gRPC health; exit 0 only on SERVING
     turngate token session SESSION [--stop] [--ttl DURATION]
                                                   mint a session token for a web page (a gateway's call)

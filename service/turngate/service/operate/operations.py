@@ -30,10 +30,12 @@ from turngate.client import (
     NotAuthenticated,
     NotFound,
     PermissionDenied,
+    ProjectSummary,
     QueueAction,
     QueueVersionMismatch,
     ServiceUnavailable,
     SessionSnapshot,
+    SessionSummary,
     Steered,
     SteerFallback,
     SteerMismatch,
@@ -55,7 +57,7 @@ from turngate.service.operate.exits import ExitCode
 
 Operation = Callable[[Client, argparse.Namespace], Awaitable[ExitCode]]
 T = TypeVar("T")
-R = TypeVar("R", TurnRecord, SessionSnapshot)
+R = TypeVar("R", TurnRecord, SessionSnapshot, SessionSummary, ProjectSummary)
 # The largest page the service returns.
 MAX_PAGE = 500
 
@@ -364,6 +366,19 @@ async def sessions_busy(client: Client, args: argparse.Namespace) -> ExitCode:
         lambda snapshot: render.busy_session(snapshot, now),
         f"no session of project {client.project_id} has an active turn",
     )
+    return ExitCode.OK
+
+
+async def sessions_list(client: Client, args: argparse.Namespace) -> ExitCode:
+    sessions = await _first(client.list_sessions(page_size=_page(args.limit)), args.limit)
+    empty = f"no session of project {client.project_id} was recorded"
+    _print_list(args, sessions, render.listed_session, empty)
+    return ExitCode.OK
+
+
+async def sessions_projects(client: Client, args: argparse.Namespace) -> ExitCode:
+    projects = await _first(client.list_projects(page_size=_page(args.limit)), args.limit)
+    _print_list(args, projects, render.listed_project, "no project this token may see has sessions")
     return ExitCode.OK
 
 

@@ -129,7 +129,7 @@ def lifetime(text: str) -> float:
 
 def add_commands(subcommands: Subcommands) -> None:
     """Adds `status`, `watch`, `stop`, `steer`, `queue show|resume|clear|move`, `turn show|list`,
-    `sessions busy` and `health` to `subcommands`."""
+    `sessions list|busy|projects` and `health` to `subcommands`."""
     add = _adder(_common())
 
     status = add(
@@ -273,6 +273,21 @@ def add_commands(subcommands: Subcommands) -> None:
     sessions = subcommands.add_parser("sessions", help="the project's sessions").add_subparsers(
         dest="sessions_command", metavar="COMMAND", required=True
     )
+    listing = add(
+        sessions,
+        "list",
+        "the project's sessions, busy or idle, the most recently active first: each one's phase, "
+        "active turn and last settled turn",
+        operations.sessions_list,
+    )
+    _limit(listing)
+    projects = add(
+        sessions,
+        "projects",
+        "the projects the token may see that have sessions, in id order (--project is not used)",
+        operations.sessions_projects,
+    )
+    _limit(projects)
     busy = add(
         sessions,
         "busy",

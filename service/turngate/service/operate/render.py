@@ -29,12 +29,14 @@ from turngate.client import (
     InteractionChanged,
     Mismatch,
     MovedQueue,
+    ProjectSummary,
     QueuedTurn,
     QueuePaused,
     QueueReordered,
     QueueResumed,
     ResumedQueue,
     SessionSnapshot,
+    SessionSummary,
     SessionToken,
     Steered,
     SteerEnded,
@@ -520,6 +522,26 @@ def busy_session(snapshot: SessionSnapshot, now: datetime) -> Fields:
         ("queued", str(len(snapshot.queue)) if snapshot.queue else None),
         ("queue paused by", snapshot.queue_paused_by or None),
     ]
+
+
+def listed_session(summary: SessionSummary) -> Fields:
+    """A session of `sessions list`: when it was last active, its phase (the turn that holds it,
+    the turns waiting) and the last turn that ran and how it ended."""
+    snapshot = summary.snapshot
+    last = snapshot.last_settled
+    return [
+        ("session", snapshot.session.session_id),
+        ("last active", _iso(summary.last_activity_at)),
+        ("phase", _enum(snapshot.phase)),
+        ("active", snapshot.active.turn_id if snapshot.active else None),
+        ("queued", str(len(snapshot.queue)) if snapshot.queue else None),
+        ("last settled", last.turn_id if last else None),
+        ("outcome", _enum(last.outcome) if last else None),
+    ]
+
+
+def listed_project(project: ProjectSummary) -> Fields:
+    return [("project", project.project_id), ("last active", _iso(project.last_activity_at))]
 
 
 # Layouts.

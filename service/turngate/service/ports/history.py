@@ -1,8 +1,10 @@
 """What turn history answers, whichever store keeps it: turns with their tool calls,
-interactions and steers (`TurnView`), read by `TurnHistory`; `turn_view` builds one from the live document."""
+interactions and steers (`TurnView`), read by `TurnHistory`; `turn_view` builds one from the live
+document. And which sessions and projects it holds, by their last activity (`SessionDirectory`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, assert_never
 
@@ -105,11 +107,52 @@ class TurnHistory(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class SessionActivity:
+    """A session history holds events of: when the newest was written, and its last turn that ran
+    and settled, while history holds that turn."""
+
+    key: SessionKey
+    last_activity_at: int
+    last_settled: TurnView | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectActivity:
+    """A project history holds sessions of, and when the newest event of any of them was written."""
+
+    project_id: str
+    last_activity_at: int
+
+
+class SessionDirectory(Protocol):
+    """Which sessions and projects history holds events of; a failing database raises StoreUnavailable."""
+
+    async def sessions(
+        self, project_id: str, before: tuple[int, str] | None, limit: int
+    ) -> list[SessionActivity]:
+        """Up to `limit` of the project's sessions ordered by (last activity, session id), newest
+        first, before `before` (a previous page's last pair)."""
+        ...
+
+    async def projects(
+        self, after: str | None, limit: int, among: frozenset[str] | None
+    ) -> list[ProjectActivity]:
+        """Up to `limit` projects that have sessions, in id order, after `after`; of `among` only,
+        when given."""
+        ...
+
+
 class SessionHistory(TurnHistory, Protocol):
     """The reads of a session's state and turns that SessionService answers from."""
 
     async def session(self, key: SessionKey) -> Session:
         """The session's document, remembering its settled turns even once the store has let it go."""
+        ...
+
+    async def listed(self, found: Sequence[SessionActivity]) -> list[Session]:
+        """The documents of the sessions `found`, as `session` answers each (of the turns it
+        remembers, at least the last settled one)."""
         ...
 
 

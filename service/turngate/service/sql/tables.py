@@ -159,6 +159,21 @@ steers = Table(
 )
 
 
+# Each session history holds events of: when its newest one was written, and the generation of its
+# last turn that ran and settled (0: none). `record()` keeps it with every write; ListSessions pages a
+# project's sessions by the first index, newest first; history retention finds the oldest by the
+# second (docs/decisions.md, "Finding sessions").
+session_activity = Table(
+    "session_activity",
+    metadata,
+    *_key(),
+    Column("last_activity_at", BigInteger, nullable=False),
+    Column("settled_generation", BigInteger, nullable=False),
+    Index(None, "project_id", "last_activity_at", "session_id"),
+    Index(None, "last_activity_at"),
+)
+
+
 # Redis mode: how far the projector has recorded each session's events (up to `seq` of the log of
 # `epoch`). Projecting locks the row, so replicas that deliver the same outbox entries record each
 # event once, in seq order.

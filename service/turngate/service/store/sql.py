@@ -26,6 +26,7 @@ from sqlalchemy.sql import Executable
 
 from turngate.service.codec import dump_session, load_event_body, load_session
 from turngate.service.core import Command, Decision, Event, Session, SessionKey
+from turngate.service.ledger.directory import Directory
 from turngate.service.ledger.reads import Ledger
 from turngate.service.ledger.record import record, recording
 from turngate.service.ports.store import Applied, BeforeWrite, Unrecorded
@@ -85,13 +86,15 @@ class SqlStore(CompareAndSetStore):
     commands queued together read, decided and written in one transaction; reads stay on the
     engine's pooled connections (WAL readers, which never wait for the writer).
 
-    `ledger` reads the history (and what a Stop on a session no longer here recalls: R2).
+    `ledger` reads the history (and what a Stop on a session no longer here recalls: R2);
+    `directory`, which sessions and projects it holds.
     """
 
     def __init__(
         self, engine: AsyncEngine, *, before_write: BeforeWrite | None = None, max_attempts: int = 32
     ) -> None:
         self.ledger = Ledger(engine)
+        self.directory = Directory(engine)
         super().__init__(before_write=before_write, max_attempts=max_attempts, recall=self.ledger.recall)
         self._engine = engine
         self._clock = _store_clock(engine.dialect.name)

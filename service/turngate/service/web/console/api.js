@@ -16,6 +16,15 @@ export function listActiveSessions(project, signal) {
     { token: token(), signal });
 }
 
+export function listSessions(project, pageSize, pageToken, signal) {
+  return unary("SessionService", "ListSessions", { projectId: project, pageSize, pageToken },
+    { token: token(), signal });
+}
+
+export function listProjects(pageSize, pageToken, signal) {
+  return unary("SessionService", "ListProjects", { pageSize, pageToken }, { token: token(), signal });
+}
+
 export async function getSession(project, session) {
   const answer = await unary("SessionService", "GetSession", { session: ref(project, session) }, { token: token() });
   return answer.snapshot;

@@ -4,6 +4,7 @@ import { consoleConfig } from "./api.js";
 import { el, replace } from "./dom.js";
 import { showBusy } from "./busy.js";
 import { current, href } from "./route.js";
+import { showProjects, showSessions } from "./sessions.js";
 import { showTimeline } from "./timeline.js";
 import { setToken, token } from "./token.js";
 import { setTraceTemplate } from "./trace.js";
@@ -23,14 +24,21 @@ function render() {
   where.elements.session.value = at.session;
   document.title = ["turngate console", at.project, at.session, at.turn].filter(Boolean).join(" · ");
   if (!at.project) {
-    leave = () => {};
-    replace(view, el("p", {}, "Enter a project to see its busy sessions, and a session to follow it live."));
+    leave = showProjects(view);
   } else if (at.turn && at.session) {
     leave = showTurn(view, at);
   } else if (at.session) {
     leave = showTimeline(view, at, tokenInput);
   } else {
-    leave = showBusy(view, at);
+    const busy = el("section", { id: "busy-sessions" });
+    const recent = el("section", { id: "recent-sessions" });
+    replace(view, busy, recent);
+    const leaveBusy = showBusy(busy, at);
+    const leaveRecent = showSessions(recent, at);
+    leave = () => {
+      leaveBusy();
+      leaveRecent();
+    };
   }
 }
 
