@@ -24,7 +24,9 @@ function render() {
   document.title = ["turngate console", at.project, at.session, at.turn].filter(Boolean).join(" · ");
   if (!at.project) {
     leave = () => {};
-    replace(view, el("p", {}, "Enter a project to see its busy sessions, and a session to follow it live."));
+    replace(view, el("p", { className: "empty", id: "start" }, "Nothing is open yet. Type a project above "
+      + "(the id your runners pass to turngate, such as the tour's demo) and press Open to see its busy sessions; "
+      + "add a session (chat-1) to follow it live."));
   } else if (at.turn && at.session) {
     leave = showTurn(view, at);
   } else if (at.session) {
