@@ -16,7 +16,7 @@ from selenium import webdriver
 
 from tests.console.browser import Page
 from tests.console.conftest import PROJECT, WATCHER, ConsoleServer
-from tests.console.scenario import busy_session, watched_events
+from tests.console.scenario import busy_session, call, watched_events
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 WIDTHS = (1400, 390)
@@ -69,6 +69,9 @@ async def test_each_view_at_1400_and_390_px_loads_without_errors_fits_its_width_
                 for name, (fragment, ready) in VIEWS.items():
                     await page.open(fragment)
                     await page.until(ready)
+                    if name == "session":  # a resumed watch says "waiting" until an event comes
+                        await call(busy.running, f"c-{width}", "grep")
+                        await page.shown('#watch-status[data-live="yes"]')
                     assert page.severe_log() == [], (name, width)
                     assert await page.overflow_x() == 0, f"{name} at {width} px scrolls sideways"
                     await page.full_screenshot(into / f"{name}-{width}.png")
