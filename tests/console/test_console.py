@@ -9,17 +9,15 @@ import re
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-import grpc
 import pytest
 from selenium import webdriver
 
 from tests.console.browser import Page
-from tests.console.conftest import GATEWAY, PROJECT, RUNNER, TRACE_URL, WATCHER, ConsoleServer
+from tests.console.conftest import GATEWAY, PROJECT, TRACE_URL, WATCHER, ConsoleServer
+from tests.console.scenario import enqueue
 from tests.support.processes import free_port
 from tests.support.waiting import WAIT_TIMEOUT_S
 from turngate.client import AdmissionMode, Client
-from turngate.v1 import turngate_pb2 as pb
-from turngate.v1 import turngate_pb2_grpc as pb_grpc
 
 TOOL_CALLS = '#timeline li[data-kind="toolCall"]'
 INTERACTIONS = '#timeline li[data-kind="interaction"]'
@@ -27,12 +25,6 @@ STEERED = '#timeline li[data-kind="turnSteered"]'
 STEER_ENDED = '#timeline li[data-kind="steerEnded"]'
 # Outlives the server's restart however slowly it starts, so the turn is not lost meanwhile.
 RESTART_LEASE_S = 300.0
-
-
-async def sign_in(page: Page, token: str, fragment: str) -> None:
-    await page.open(fragment)
-    await page.type_into("#token", token)
-    await page.click("#token-form button[type=submit]")
 
 
 async def send_steer(page: Page, content: str) -> None:
@@ -52,7 +44,7 @@ async def test_a_busy_session_is_listed_its_tool_call_appears_live_and_stop_show
 ) -> None:
     async with served.runner_client() as sdk:
         async with sdk.runner("r1").turn(session_id, "t1") as turn:
-            await sign_in(page, GATEWAY.token, f"project={PROJECT}")
+            await page.sign_in(GATEWAY.token, f"project={PROJECT}")
             row = await page.shown("#busy tbody tr", session_id)
             assert "t1" in row.text
             assert "RUNNING" in row.text
@@ -84,7 +76,7 @@ async def test_the_turn_detail_shows_tool_calls_with_their_end_states_interactio
 ) -> None:
     async with served.runner_client() as sdk, served.gateway_client() as gateway:
         async with sdk.runner("r1").turn(session_id, "t1") as turn:
-            await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+            await page.sign_in(GATEWAY.token, f"project={PROJECT}&session={session_id}")
             await page.attribute("#turn-state", "data-phase", "RUNNING")
             async with turn.tool_call("c1", "read_file"):
                 pass
@@ -121,7 +113,7 @@ async def test_a_turn_this_console_never_saw_links_its_trace_from_its_record(
 ) -> None:
     async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1"):
         pass
-    await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}&turn=t1")
+    await page.sign_in(GATEWAY.token, f"project={PROJECT}&session={session_id}&turn=t1")
     trace = await page.shown("#turn-detail a.trace")
     assert re.fullmatch("[0-9a-f]{32}", trace.text)
     assert trace.get_attribute("href") == TRACE_URL.replace("{trace_id}", trace.text)
@@ -137,7 +129,7 @@ async def test_a_reload_and_a_server_restart_resume_the_timeline_without_missing
             turn = await running_turn.enter_async_context(
                 sdk.runner("r1").turn(session_id, "t1", lease_ttl=RESTART_LEASE_S)
             )
-            await sign_in(page, GATEWAY.token, fragment)
+            await page.sign_in(GATEWAY.token, fragment)
             async with turn.tool_call("c1", "first"):
                 pass
             await page.shown(TOOL_CALLS, "(c1) SUCCEEDED")
@@ -174,7 +166,7 @@ async def test_what_a_runner_wrote_is_shown_as_text_never_run_as_markup(
     name = '<img src=x onerror="window.__xss=1">'
     error = "<script>window.__xss=2</script><b>bold?</b>"
     async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1") as turn:
-        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.sign_in(GATEWAY.token, f"project={PROJECT}&session={session_id}")
         try:
             async with turn.tool_call("c1", name):
                 raise RuntimeError(error)
@@ -196,7 +188,7 @@ async def test_stop_needs_a_gateway_token_and_says_why_it_was_refused(
     page: Page, served: ConsoleServer, session_id: str
 ) -> None:
     async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1") as turn:
-        await sign_in(page, WATCHER.token, f"project={PROJECT}&session={session_id}")
+        await page.sign_in(WATCHER.token, f"project={PROJECT}&session={session_id}")
         await page.attribute("#turn-state", "data-phase", "RUNNING")
         await page.click("#stop", "Stop turn t1")
         refused = await page.shown('#stop-outcome[data-outcome="error"]')
@@ -220,7 +212,7 @@ async def test_a_stop_of_a_turn_that_has_ended_meanwhile_changes_nothing_and_say
     fragment = f"project={PROJECT}&session={session_id}"
     async with served.runner_client() as sdk, AsyncExitStack() as first_turn:
         await first_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
-        await sign_in(page, GATEWAY.token, fragment)
+        await page.sign_in(GATEWAY.token, fragment)
         await page.attribute("#turn-state", "data-phase", "RUNNING")
         # The page keeps showing t1 running, as a page whose watch is cut does, while t1 ends.
         async with page.watch_blocked():
@@ -249,7 +241,7 @@ async def test_the_queue_shows_in_the_busy_list_and_the_timeline(
                     sdk.runner("r2").turn(session_id, "t2", mode=AdmissionMode.ENQUEUE)
                 )
             )
-            await sign_in(page, GATEWAY.token, f"project={PROJECT}")
+            await page.sign_in(GATEWAY.token, f"project={PROJECT}")
             await page.shown("#busy tbody tr", session_id)
             await page.shown("#busy tbody td:nth-child(7)", "1")  # the Queued column
 
@@ -268,7 +260,7 @@ async def test_a_cursor_the_service_cannot_resume_starts_again_from_a_snapshot_s
     page: Page, served: ConsoleServer, session_id: str
 ) -> None:
     async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1"):
-        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.sign_in(GATEWAY.token, f"project={PROJECT}&session={session_id}")
         await page.attribute("#turn-state", "data-phase", "RUNNING")
         # A cursor beyond the session's head, as a tab kept from before the store lost the session.
         await page.script(
@@ -287,7 +279,7 @@ async def test_s1_a_steer_sent_from_the_console_reaches_the_running_turn_and_its
 ) -> None:
     async with served.runner_client() as sdk, AsyncExitStack() as running:
         await running.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
-        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.sign_in(GATEWAY.token, f"project={PROJECT}&session={session_id}")
         await page.attribute("#turn-state", "data-phase", "RUNNING")
         await page.shown("#steer-form label", "Steer turn t1")
         await send_steer(page, "also update the <b>changelog</b>")
@@ -316,7 +308,7 @@ async def test_s1_a_steer_of_a_turn_that_ended_meanwhile_changes_nothing_and_say
 ) -> None:
     async with served.runner_client() as sdk, AsyncExitStack() as first_turn:
         await first_turn.enter_async_context(sdk.runner("r1").turn(session_id, "t1"))
-        await sign_in(page, WATCHER.token, f"project={PROJECT}&session={session_id}")
+        await page.sign_in(WATCHER.token, f"project={PROJECT}&session={session_id}")
         await page.attribute("#turn-state", "data-phase", "RUNNING")
         await send_steer(page, "look again")
         refused = await page.shown('#steer-outcome[data-outcome="error"]')
@@ -341,21 +333,6 @@ async def test_s1_a_steer_of_a_turn_that_ended_meanwhile_changes_nothing_and_say
     assert await page.texts(STEERED) == []
 
 
-async def enqueue(server: ConsoleServer, session_id: str, turn_id: str) -> None:
-    """`turn_id` joins the session's queue: AdmitTurn ENQUEUE, with no runner waiting for it."""
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
-        answer = await pb_grpc.AdmissionServiceStub(channel).AdmitTurn(
-            pb.AdmitTurnRequest(
-                session=pb.SessionRef(project_id=PROJECT, session_id=session_id),
-                turn_id=turn_id,
-                runner_id="r2",
-                mode=pb.ADMISSION_MODE_ENQUEUE,
-            ),
-            metadata=(("authorization", f"Bearer {RUNNER.token}"),),
-        )
-    assert answer.HasField("queued"), answer
-
-
 async def queued_ids(sdk: Client, session_id: str) -> list[str]:
     return [turn.turn_id for turn in (await sdk.get_session(session_id)).queue]
 
@@ -366,7 +343,7 @@ async def test_q8_a_queued_turn_moved_to_the_head_from_the_console_and_a_queue_c
     async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1"):
         for turn_id in ("t2", "t3"):
             await enqueue(served, session_id, turn_id)
-        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.sign_in(GATEWAY.token, f"project={PROJECT}&session={session_id}")
         await queue_shown(page, ["t2", "t3"])
         assert "At the head" in (await page.shown("#queue li", "t2")).text
 
@@ -399,7 +376,7 @@ async def test_a_paused_queue_is_handled_from_the_console_one_turn_cancelled_res
     async with served.runner_client() as sdk:
         with pytest.raises(RuntimeError):
             await t1_fails_with_three_waiting()
-        await sign_in(page, GATEWAY.token, f"project={PROJECT}")
+        await page.sign_in(GATEWAY.token, f"project={PROJECT}")
         row = await page.shown("#busy tbody tr", session_id)
         for shown in ("waiting: t2", "QUEUE PAUSED", "3", "t1"):
             assert shown in row.text, "a session busy by its queue alone has no blank cells"
@@ -450,7 +427,7 @@ async def test_stop_and_steer_send_without_a_token_where_the_server_asks_for_non
 async def test_a_session_never_seen_says_so_with_the_project_it_looked_in_until_its_first_event(
     page: Page, served: ConsoleServer, session_id: str
 ) -> None:
-    await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+    await page.sign_in(GATEWAY.token, f"project={PROJECT}&session={session_id}")
     unknown = await page.shown("#turn-state", "Never seen")
     assert f"no event of {session_id} in project {PROJECT}" in unknown.text
     async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1"):
@@ -466,7 +443,7 @@ async def test_a_session_opened_after_its_turns_shows_them_oldest_first_with_the
         for n in range(12):  # more than a page (10)
             async with sdk.runner("r1").turn(session_id, f"t{n}") as turn, turn.tool_call("c1", "search_web"):
                 pass
-        await sign_in(page, GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.sign_in(GATEWAY.token, f"project={PROJECT}&session={session_id}")
         await page.shown("#earlier li[data-turn]", "t11")
         shown = "return [...document.querySelectorAll('#earlier > li')].map((li) => li.dataset.turn)"
         await page.until(lambda d: d.execute_script(shown) == [f"t{n}" for n in range(2, 12)])

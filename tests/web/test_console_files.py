@@ -36,6 +36,15 @@ async def test_every_console_file_is_served_under_console(server: TurngateServer
             assert answer.body == path.read_bytes()
 
 
+async def test_the_favicon_is_an_svg_image_the_page_links(server: TurngateServer) -> None:
+    answer = await request(server.http_port, "GET", "/console/favicon.svg")
+    assert answer.status == 200
+    assert answer.headers["content-type"] == "image/svg+xml"
+    assert answer.body.startswith(b'<svg xmlns="http://www.w3.org/2000/svg"')
+    page = (CONSOLE / "index.html").read_text(encoding="utf-8")
+    assert '<link rel="icon" href="/console/favicon.svg" type="image/svg+xml">' in page
+
+
 async def test_anything_else_is_not_found_and_nothing_outside_the_console_is_reachable(
     server: TurngateServer,
 ) -> None:

@@ -2,8 +2,10 @@
 // `turngate sessions busy` shows), polled: one cheap call instead of a watch per session.
 
 import { listActiveSessions } from "./api.js";
-import { el, enumName, errorText, replace, table, time } from "./dom.js";
+import { el, errorText, replace, table } from "./dom.js";
 import { href } from "./route.js";
+import { badge, toned } from "./status.js";
+import { moment } from "./time.js";
 
 const POLL_MS = 2000;
 
@@ -18,10 +20,10 @@ function row(project, snapshot) {
     return [
       el("a", { href: href({ project, session }) }, session),
       head.turnId ? ["waiting: ", link(head.turnId)] : "—",
-      paused ? "QUEUE PAUSED" : "QUEUED",
+      paused ? toned("QUEUE PAUSED", "phase-paused") : toned("QUEUED", "phase-waiting"),
       head.runnerId || "—",
       "—",
-      head.expiresAt ? time(head.expiresAt) : "—",
+      head.expiresAt ? moment(head.expiresAt) : "—",
       String(queue.length),
       paused || "—",
     ];
@@ -29,10 +31,10 @@ function row(project, snapshot) {
   return [
     el("a", { href: href({ project, session }) }, session),
     link(active.turnId),
-    enumName(active.phase, "TURN_PHASE_"),
+    badge(active.phase, "TURN_PHASE_"),
     active.runnerId,
-    time(active.admittedAt),
-    time(active.stopDeadline || active.leaseExpiresAt),
+    moment(active.admittedAt),
+    moment(active.stopDeadline || active.leaseExpiresAt),
     String(queue.length || "—"),
     paused || "—",
   ];
@@ -51,15 +53,21 @@ export function showBusy(root, { project }) {
       const answer = await listActiveSessions(project, controller.signal);
       const sessions = answer.sessions || [];
       const fingerprint = JSON.stringify(sessions);
-      // Rebuilt only when something changed, so keyboard focus on a link survives a poll.
+      // Rebuilt only when something changed (a heartbeat moves a deadline), and the link that had
+      // the keyboard's focus has it again.
       if (fingerprint !== shown) {
         shown = fingerprint;
+        const focused = slot.contains(document.activeElement) ? document.activeElement.getAttribute("href") : null;
         replace(slot, sessions.length
           ? table(`Sessions with an active turn or a waiting queue, earliest deadline first`,
             ["Session", "Turn", "Phase", "Runner", "Admitted", "Deadline", "Queued", "Queue paused by"],
             sessions.map((snapshot) => row(project, snapshot)))
-          : el("p", {}, `No session of project ${project} has an active turn.`),
+          : el("p", { className: "empty" }, `No session of project ${project} has an active turn or a waiting `
+            + "queue. Sessions appear here within 2 s of a runner's admission. To look at one that is idle, "
+            + "type its name in Session above; a mistyped project reads exactly like this."),
         answer.nextPageToken ? el("p", {}, "More sessions are busy than shown (the first 100).") : "");
+        const again = focused && [...slot.querySelectorAll("a")].find((link) => link.getAttribute("href") === focused);
+        if (again) again.focus();
       }
       replace(status, `Updated ${new Date().toISOString().slice(11, 19)} UTC, every ${POLL_MS / 1000} s`);
     } catch (error) {

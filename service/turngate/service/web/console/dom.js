@@ -32,14 +32,6 @@ export function enumName(value, prefix) {
   return value.startsWith(prefix) ? value.slice(prefix.length) : value;
 }
 
-// An RFC 3339 time as HH:MM:SS.mmm UTC (the full value in the element's datetime).
-export function time(value) {
-  if (!value) return "";
-  const at = new Date(value);
-  if (Number.isNaN(at.getTime())) return el("span", {}, value);
-  return el("time", { datetime: value, title: value }, at.toISOString().slice(11, 23));
-}
-
 // A definition list of the fields that have a value.
 export function fields(rows) {
   const list = el("dl", { className: "fields" });
@@ -50,11 +42,14 @@ export function fields(rows) {
   return list;
 }
 
+// Each cell carries its column's heading (data-label), which a narrow screen shows beside it when
+// the rows become cards.
 export function table(caption, headings, rows) {
   return el("table", {},
     el("caption", {}, caption),
     el("thead", {}, el("tr", {}, headings.map((heading) => el("th", { scope: "col" }, heading)))),
-    el("tbody", {}, rows.map((cells) => el("tr", {}, cells.map((cell) => el("td", {}, cell))))));
+    el("tbody", {}, rows.map((cells) => el("tr", {},
+      cells.map((cell, column) => el("td", { "data-label": headings[column] }, cell))))));
 }
 
 export function errorText(error) {

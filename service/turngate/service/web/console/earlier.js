@@ -1,29 +1,29 @@
 // The session's turns before the console opened it (ListTurns, then GetTurn for each one's tool
 // calls, interactions and steers), oldest first above the live timeline, a page at a time:
-// "Load earlier turns" reads the page before.
+// "Load earlier turns" reads the page before. Each turn's tool calls and interactions are its
+// waterfall as read (the running turn's grows in the current turn's section).
 
 import { getTurn, listTurns } from "./api.js";
-import { el, enumName, errorText, replace, time } from "./dom.js";
+import { el, enumName, errorText, replace } from "./dom.js";
 import { href } from "./route.js";
+import { badge } from "./status.js";
+import { moment } from "./time.js";
+import { waterfall } from "./waterfall.js";
 
 const PAGE = 10;
 
-function calls(turn) {
-  const items = [
-    ...(turn.toolCalls || []).map((call) => `${call.name} (${call.callId}) ${enumName(call.status, "TOOL_CALL_STATUS_")}`),
-    ...(turn.interactions || []).map((item) => `${item.kind} (${item.interactionId}) ${enumName(item.status, "INTERACTION_STATUS_")}`),
-    ...(turn.steers || []).map((steer) => `steer ${steer.steerId} ${enumName(steer.status, "STEER_STATUS_")}`),
-  ];
-  return items.length ? el("ul", { className: "calls" }, items.map((text) => el("li", {}, text))) : "";
+function steers(turn) {
+  const items = (turn.steers || []).map((steer) => el("li", {}, `steer ${steer.steerId} `, badge(steer.status, "STEER_STATUS_")));
+  return items.length ? el("ul", { className: "steers" }, items) : "";
 }
 
-function row(where, turn) {
-  const outcome = turn.outcome ? `${enumName(turn.outcome, "TURN_OUTCOME_")} by ${enumName(turn.settledBy, "SETTLED_BY_")}`
-    : enumName(turn.phase, "TURN_PHASE_");
+function row(where, turn, readAt) {
+  const outcome = turn.outcome ? [badge(turn.outcome, "TURN_OUTCOME_"), ` by ${enumName(turn.settledBy, "SETTLED_BY_")}`]
+    : badge(turn.phase, "TURN_PHASE_");
   return el("li", { "data-turn": turn.turnId },
-    el("a", { href: href({ ...where, turn: turn.turnId }) }, turn.turnId), ` · ${outcome} · runner ${turn.runnerId} · `,
-    turn.admittedAt ? ["admitted ", time(turn.admittedAt)] : "never ran",
-    turn.settledAt ? [" · settled ", time(turn.settledAt)] : "", calls(turn));
+    el("a", { href: href({ ...where, turn: turn.turnId }) }, turn.turnId), " · ", outcome, ` · runner ${turn.runnerId} · `,
+    turn.admittedAt ? ["admitted ", moment(turn.admittedAt)] : "never ran",
+    turn.settledAt ? [" · settled ", moment(turn.settledAt)] : "", waterfall(turn, readAt), steers(turn));
 }
 
 export function earlierTurns(where) {
@@ -40,10 +40,13 @@ export function earlierTurns(where) {
     try {
       const page = await listTurns(project, session, PAGE, token);
       const turns = await Promise.all((page.turns || []).map((turn) => getTurn(project, session, turn.turnId)));
-      list.prepend(...turns.reverse().map((turn) => row(where, turn)));
+      const readAt = Date.now();
+      list.prepend(...turns.reverse().map((turn) => row(where, turn, readAt)));
       token = page.nextPageToken || "";
       more.hidden = !token;
-      replace(report, list.children.length ? "" : "No turn has run in this session yet.");
+      replace(report, list.children.length ? "" : "No turn has run in this session yet. Each turn a runner "
+        + "starts here is kept with its outcome and tool calls, and shows here when the session is opened again.");
+      report.classList.toggle("empty", !list.children.length);
     } catch (error) {
       replace(report, `Could not read the session's history: ${errorText(error)}`);
     } finally {

@@ -1,7 +1,9 @@
 // One timeline row per session event: its seq, time, kind and essentials, in words.
 
-import { el, enumName, time } from "./dom.js";
+import { el, enumName } from "./dom.js";
 import { href } from "./route.js";
+import { badge, tone } from "./status.js";
+import { clock, day, moment } from "./time.js";
 import { traceLink } from "./trace.js";
 
 const outcome = (value) => enumName(value, "TURN_OUTCOME_");
@@ -33,24 +35,24 @@ function describe(event, where) {
   }
   if (event.stopRequested) {
     const s = event.stopRequested;
-    return ["stop requested", [turn(s.turnId), ...detail("reason", s.reason), ...detail("deadline", time(s.deadline)),
+    return ["stop requested", [turn(s.turnId), ...detail("reason", s.reason), ...detail("deadline", moment(s.deadline)),
       s.force ? " · forced" : "", s.beforeStart ? " · before it started" : ""]];
   }
   if (event.toolCall) {
     const c = event.toolCall.toolCall;
     return ["tool call", [el("span", { className: "name" }, c.name), ` (${c.callId}) `,
-      el("span", { className: "status" }, enumName(c.status, "TOOL_CALL_STATUS_")), " · turn ",
+      badge(c.status, "TOOL_CALL_STATUS_"), " · turn ",
       turn(event.toolCall.turnId), ...detail("error", c.error)]];
   }
   if (event.interaction) {
     const i = event.interaction.interaction;
     return ["interaction", [el("span", { className: "name" }, i.kind), ` (${i.interactionId}) `,
-      el("span", { className: "status" }, enumName(i.status, "INTERACTION_STATUS_")), " · turn ",
+      badge(i.status, "INTERACTION_STATUS_"), " · turn ",
       turn(event.interaction.turnId), ...detail("resolution", i.resolution)]];
   }
   if (event.turnSettled) {
     const s = event.turnSettled;
-    return ["turn settled", [turn(s.turn.turnId), " ", el("span", { className: "status" }, outcome(s.turn.outcome)),
+    return ["turn settled", [turn(s.turn.turnId), " ", badge(s.turn.outcome, "TURN_OUTCOME_"),
       " by ", enumName(s.turn.settledBy, "SETTLED_BY_"), ...detail("error", s.turn.error),
       ...detail("interrupted tool calls", list(s.interruptedToolCallIds)),
       ...detail("cancelled interactions", list(s.cancelledInteractionIds)),
@@ -59,11 +61,11 @@ function describe(event, where) {
   if (event.turnQueued) {
     const q = event.turnQueued;
     return ["turn queued", [turn(q.turn.turnId), ...detail("runner", q.turn.runnerId),
-      ...detail("position", q.position), ...detail("expires", time(q.turn.expiresAt)), ...steerDetail(q.turn.steer)]];
+      ...detail("position", q.position), ...detail("expires", moment(q.turn.expiresAt)), ...steerDetail(q.turn.steer)]];
   }
   if (event.turnDequeued) {
     const d = event.turnDequeued;
-    return ["turn left the queue", [d.turnId, " ", outcome(d.outcome), ...detail("runner", d.runnerId),
+    return ["turn left the queue", [d.turnId, " ", badge(d.outcome, "TURN_OUTCOME_"), ...detail("runner", d.runnerId),
       d.cleared ? " · cleared" : "", ...detail("reason", d.reason)]];
   }
   if (event.queuePaused) {
@@ -73,11 +75,11 @@ function describe(event, where) {
   if (event.turnSteered) {
     const s = event.turnSteered;
     return ["turn steered", [turn(s.turnId), ` · steer ${s.steer.steerId}: `, content(s.steer),
-      ...detail("expires", time(s.expiresAt))]];
+      ...detail("expires", moment(s.expiresAt))]];
   }
   if (event.steerEnded) {
     const e = event.steerEnded;
-    return ["steer ended", [`steer ${e.steerId} `, el("span", { className: "status" }, enumName(e.status, "STEER_STATUS_")),
+    return ["steer ended", [`steer ${e.steerId} `, badge(e.status, "STEER_STATUS_"),
       " · turn ", turn(e.turnId), e.requeued ? " · requeued as a turn of its own" : ""]];
   }
   if (event.queueReordered) {
@@ -90,10 +92,25 @@ function describe(event, where) {
 const KINDS = ["snapshot", "turnAdmitted", "stopRequested", "toolCall", "interaction", "turnSettled",
   "turnQueued", "turnDequeued", "queuePaused", "queueResumed", "turnSteered", "steerEnded", "queueReordered"];
 
+// The tone of the row's edge: the outcome or status it reports, or the phase it starts.
+function rowTone(event) {
+  if (event.turnSettled) return tone(event.turnSettled.turn.outcome, "TURN_OUTCOME_");
+  if (event.turnDequeued) return tone(event.turnDequeued.outcome, "TURN_OUTCOME_");
+  if (event.toolCall) return tone(event.toolCall.toolCall.status, "TOOL_CALL_STATUS_");
+  if (event.interaction) return tone(event.interaction.interaction.status, "INTERACTION_STATUS_");
+  if (event.steerEnded) return tone(event.steerEnded.status, "STEER_STATUS_");
+  if (event.turnAdmitted) return "phase-running";
+  if (event.stopRequested) return "phase-stopping";
+  if (event.queuePaused) return "phase-paused";
+  if (event.turnQueued || event.turnSteered) return "phase-waiting";
+  return undefined;
+}
+
+// data-day is the event's UTC day: the timeline shows the date where it changes.
 export function eventRow(event, where) {
   const [title, summary] = describe(event, where);
   const kind = KINDS.find((name) => name in event) || "unknown";
-  return el("li", { "data-seq": event.seq || "0", "data-kind": kind },
-    el("span", { className: "seq" }, `#${event.seq || 0}`), " ", time(event.time), " ",
+  return el("li", { "data-seq": event.seq || "0", "data-kind": kind, "data-day": day(event.time), className: rowTone(event) },
+    el("span", { className: "seq" }, `#${event.seq || 0}`), " ", clock(event.time), " ",
     el("strong", {}, title), " ", summary);
 }

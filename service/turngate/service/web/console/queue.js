@@ -62,7 +62,10 @@ export function queueControl(where, tokenInput, onRead) {
     if (fingerprint === shown) return;
     shown = fingerprint;
     if (state.queue.length) replace(list, state.queue.map(entry));
-    else replace(list, el("li", { className: "empty" }, "No turn is waiting."));
+    else {
+      replace(list, el("li", { className: "empty" }, "No turn is waiting. A turn a runner asks for with the "
+        + "ENQUEUE mode while another runs waits here, in order, with Move to head and Cancel."));
+    }
     replace(actions, whole());
   }
 

@@ -4,8 +4,10 @@
 // a session opens as the busy list's do.
 
 import { listProjects, listSessions } from "./api.js";
-import { el, enumName, errorText, replace, table, time } from "./dom.js";
+import { el, errorText, replace, table } from "./dom.js";
 import { href } from "./route.js";
+import { badge } from "./status.js";
+import { moment } from "./time.js";
 
 const PAGE = 20;
 
@@ -28,7 +30,7 @@ function pagedTable({ id, caption, headings, read, row, empty, what }) {
         body = shown.querySelector("tbody");
         replace(slot, shown);
       }
-      if (body) body.append(...items.map((item) => el("tr", {}, row(item).map((cell) => el("td", {}, cell)))));
+      if (body) body.append(...table(caption, headings, items.map(row)).querySelector("tbody").children);
       token = page.nextPageToken || "";
       more.hidden = !token;
       replace(status, body ? "" : empty);
@@ -48,7 +50,7 @@ function pagedTable({ id, caption, headings, read, row, empty, what }) {
 function projectRow(project) {
   return [
     el("a", { href: href({ project: project.projectId }) }, project.projectId),
-    time(project.lastActivityAt),
+    moment(project.lastActivityAt),
   ];
 }
 
@@ -68,7 +70,9 @@ export function showProjects(root) {
   });
   replace(root,
     el("h2", {}, "Projects"),
-    el("p", {}, "Choose a project to see its busy and recent sessions, or enter one above; then a session to follow it live."),
+    el("p", { className: "empty", id: "start" }, "Nothing is open yet. Type a project above (the id your runners "
+      + "pass to turngate, such as the tour's demo) or choose one below to see its busy and recent sessions; "
+      + "add a session (chat-1) to follow it live."),
     list.nodes);
   return list.leave;
 }
@@ -80,12 +84,12 @@ function sessionRow(project, summary) {
   const last = snapshot.lastSettled;
   return [
     el("a", { href: href({ project, session }) }, session),
-    time(summary.lastActivityAt),
-    enumName(snapshot.phase, "SESSION_PHASE_"),
+    moment(summary.lastActivityAt),
+    badge(snapshot.phase, "SESSION_PHASE_") || "—",
     turn(snapshot.active && snapshot.active.turnId),
     String((snapshot.queue || []).length || "—"),
     turn(last && last.turnId),
-    last ? enumName(last.outcome, "TURN_OUTCOME_") : "—",
+    (last && badge(last.outcome, "TURN_OUTCOME_")) || "—",
   ];
 }
 

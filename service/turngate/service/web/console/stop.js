@@ -1,7 +1,8 @@
 // The Stop button: CancelTurn naming the turn the operator sees, and what the Stop did, in words.
 
 import { cancelTurn } from "./api.js";
-import { el, enumName, errorText, replace, time } from "./dom.js";
+import { el, enumName, errorText, replace } from "./dom.js";
+import { moment } from "./time.js";
 import { refusedForToken } from "./token.js";
 
 const outcome = (value) => enumName(value, "TURN_OUTCOME_") || "unknown";
@@ -18,7 +19,7 @@ export function describeStop(answer) {
     }
     const what = c.settled ? `${(c.cancelledTurnIds || []).join(", ")} settled CANCELLED at once`
       : `${c.stoppingTurnId} is stopping`;
-    return ["cancelled", [`cancelled: ${what}`, c.stopDeadline ? ["; settled CANCELLED by ", time(c.stopDeadline),
+    return ["cancelled", [`cancelled: ${what}`, c.stopDeadline ? ["; settled CANCELLED by ", moment(c.stopDeadline),
       " unless its runner ends it first"] : "",
     (c.cancelledInteractionIds || []).length ? `; cancelled interactions: ${c.cancelledInteractionIds.join(", ")}` : ""]];
   }

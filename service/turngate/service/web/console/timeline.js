@@ -8,7 +8,9 @@ import { eventRow } from "./events.js";
 import * as history from "./history.js";
 import { href } from "./route.js";
 import { queueControl } from "./queue.js";
+import { runningTurn } from "./running.js";
 import { apply, initial, readQueue } from "./session-state.js";
+import { badge } from "./status.js";
 import { steerControl } from "./steer.js";
 import { stopControl } from "./stop.js";
 import { follow } from "./watch.js";
@@ -21,11 +23,13 @@ function turnState(state, where) {
     return replace(node, `Never seen: no event of ${where.session} in project ${where.project} `
       + "(a mistyped session or project reads exactly like this).");
   }
-  if (!shown) return replace(node, "No turn yet: the session is idle.");
-  const settled = shown.outcome ? [" · ", enumName(shown.outcome, "TURN_OUTCOME_"), " by ",
+  if (!shown) {
+    return replace(node, "No turn yet: the session is idle. A runner's first turn shows here as it is admitted.");
+  }
+  const settled = shown.outcome ? [" · ", badge(shown.outcome, "TURN_OUTCOME_"), " by ",
     enumName(shown.settledBy, "SETTLED_BY_")] : [];
   return replace(node, "Turn ", el("a", { href: href({ ...where, turn: shown.turnId }) }, shown.turnId), " ",
-    el("strong", {}, enumName(shown.phase, "TURN_PHASE_")), settled, " · runner ", shown.runnerId,
+    badge(shown.phase, "TURN_PHASE_"), settled, " · runner ", shown.runnerId,
     state.queue.length ? ` · ${state.queue.length} queued` : "");
 }
 
@@ -37,9 +41,11 @@ export function showTimeline(root, where, tokenInput) {
   const stateSlot = el("div", {});
   const stop = stopControl(project, session, tokenInput);
   const steer = steerControl(project, session, tokenInput);
+  const running = runningTurn(project, session);
 
   const show = () => {
     replace(stateSlot, turnState(state, where));
+    running.show(state.active);
     stop.show(state.active);
     steer.show(state.active);
     queue.show(state);
@@ -57,22 +63,34 @@ export function showTimeline(root, where, tokenInput) {
     el("h2", {}, `Session ${session}`),
     el("p", {}, el("a", { href: href({ project }) }, `Busy sessions of ${project}`)),
     status,
-    el("section", { "aria-label": "Current turn" }, stateSlot, stop.nodes, steer.nodes),
+    el("section", { "aria-label": "Current turn" }, stateSlot, running.nodes, stop.nodes, steer.nodes),
     el("section", { "aria-label": "Queue" }, queue.nodes),
     el("section", { "aria-label": "Earlier turns" }, earlierTurns(where)),
     el("h3", {}, "Timeline"),
     timeline);
 
-  for (const event of kept.events) timeline.append(eventRow(event, where));
+  // A row shows its date where the day changes (and on the first row, by console.css).
+  const add = (event) => {
+    const row = eventRow(event, where);
+    const before = timeline.lastElementChild;
+    if (before && before.dataset.day !== row.dataset.day) row.classList.add("new-day");
+    timeline.append(row);
+  };
+  for (const event of kept.events) add(event);
   show();
 
-  return follow(project, session, kept.cursor, (event) => {
+  const unfollow = follow(project, session, kept.cursor, (event) => {
     kept.events.push(event);
     keep(apply(state, event));
-    timeline.append(eventRow(event, where));
+    running.event(event);
+    add(event);
     while (timeline.children.length > kept.events.length) timeline.firstElementChild.remove();
   }, (text, live) => {
     status.dataset.live = live ? "yes" : "no";
     replace(status, `Watch: ${text}`);
   });
+  return () => {
+    unfollow();
+    running.leave();
+  };
 }
