@@ -60,6 +60,9 @@ async def test_each_view_at_1400_and_390_px_loads_without_errors_fits_its_width_
     into = pictures(tmp_path)
     async with busy_session(served, SESSION) as busy:
         await page.sign_in(WATCHER.token, "")
+        # Before the token was typed, the landing page's ListProjects was refused (401), as it
+        # should be: the views are pictured with the token, from here on.
+        assert all("ListProjects" in entry and " 401 " in entry for entry in page.severe_log())
         await page.open(VIEWS["session"][0])
         await page.shown('#timeline li[data-kind="snapshot"]')
         await watched_events(served, busy)  # kept by the tab: each later visit shows them again
