@@ -270,11 +270,12 @@ class Standalone(_Deployment):
     def url(self) -> str:
         return self.server.url
 
+    # Off the loop: both wait for the process, and calls in flight must not wait with them.
     async def kill(self) -> None:
-        self.server.kill()
+        await asyncio.to_thread(self.server.kill)
 
     async def start(self) -> None:
-        self.server.start()
+        await asyncio.to_thread(self.server.start)
 
     async def _masters(self) -> Sequence[Node]:
         return [_ServerNode(self.url)]
