@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TypeVar
 
 import grpc
 
@@ -15,10 +16,12 @@ from turngate.service.api.errors import guarded
 from turngate.service.api.quota import WatchLimit, WatchQuota
 from turngate.service.api.replies import Context
 from turngate.service.auth import access
-from turngate.service.ports.history import SessionDirectory, SessionHistory, TurnView
+from turngate.service.ports.history import SessionDirectory, SessionHistory
 from turngate.service.ports.store import Store
 from turngate.service.watch import Snapshot, WatchClosed, WatchHub, WatchOverflow
 from turngate.v1 import turngate_pb2 as pb
+
+_Item = TypeVar("_Item")
 
 
 class SessionService:
@@ -88,11 +91,9 @@ class SessionService:
     async def ListTurns(self, request: pb.ListTurnsRequest, context: Context) -> pb.ListTurnsResponse:
         page = parse.list_turns(request)
         views = await self._history.list_turns(page.key, page.before_generation, page.size + 1)
-        more = len(views) > page.size
-        turns: list[TurnView] = views[: page.size]
+        turns, token = _one_page(views, page.size, lambda last: page_tokens.turns_page_token(last.generation))
         return pb.ListTurnsResponse(
-            turns=[convert.turn_record(v, with_calls=False) for v in turns],
-            next_page_token=page_tokens.turns_page_token(turns[-1].generation) if more else "",
+            turns=[convert.turn_record(v, with_calls=False) for v in turns], next_page_token=token
         )
 
     @guarded
@@ -101,13 +102,13 @@ class SessionService:
     ) -> pb.ListActiveSessionsResponse:
         page = parse.list_active_sessions(request)
         found = await self._store.active(page.project_id, page.after, page.size + 1)
-        shown = found[: page.size]
+        shown, token = _one_page(
+            found, page.size, lambda last: page_tokens.active_page_token(last[1], last[0].session_id)
+        )
         states = await asyncio.gather(*(self._store.load(key) for key, _ in shown))
         return pb.ListActiveSessionsResponse(
             sessions=[convert.snapshot(key, state) for (key, _), state in zip(shown, states, strict=True)],
-            next_page_token=page_tokens.active_page_token(shown[-1][1], shown[-1][0].session_id)
-            if len(found) > page.size
-            else "",
+            next_page_token=token,
         )
 
     @guarded
@@ -116,14 +117,15 @@ class SessionService:
     ) -> pb.ListSessionsResponse:
         page = parse.list_sessions(request)
         found = await self._directory.sessions(page.project_id, page.before, page.size + 1)
-        shown = found[: page.size]
+        shown, token = _one_page(
+            found,
+            page.size,
+            lambda last: page_tokens.sessions_page_token(last.last_activity_at, last.key.session_id),
+        )
         states = await self._history.listed(shown)
-        last = shown[-1] if len(found) > page.size else None
         return pb.ListSessionsResponse(
             sessions=[convert.session_summary(a, state) for a, state in zip(shown, states, strict=True)],
-            next_page_token=page_tokens.sessions_page_token(last.last_activity_at, last.key.session_id)
-            if last
-            else "",
+            next_page_token=token,
         )
 
     @guarded
@@ -133,10 +135,16 @@ class SessionService:
         page = parse.list_projects(request)
         among = access.visible_projects(current_principal.get())
         found = await self._directory.projects(page.after, page.size + 1, among)
-        shown = found[: page.size]
-        return pb.ListProjectsResponse(
-            projects=[convert.project_summary(project) for project in shown],
-            next_page_token=page_tokens.projects_page_token(shown[-1].project_id)
-            if len(found) > page.size
-            else "",
+        shown, token = _one_page(
+            found, page.size, lambda last: page_tokens.projects_page_token(last.project_id)
         )
+        return pb.ListProjectsResponse(
+            projects=[convert.project_summary(project) for project in shown], next_page_token=token
+        )
+
+
+def _one_page(found: Sequence[_Item], size: int, token_of: Callable[[_Item], str]) -> tuple[list[_Item], str]:
+    """The page in `found` (read one item beyond it, to tell whether more follow), and the token
+    of the next page, from the page's last item ("" when none follows)."""
+    shown = list(found[:size])
+    return shown, token_of(shown[-1]) if len(found) > size else ""
