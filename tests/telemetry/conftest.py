@@ -25,6 +25,7 @@ from tests.support.servers import Client, client_for, running, settings_for
 from tests.telemetry.recorded import Recorded
 from turngate.service.server import TurngateServer
 from turngate.service.telemetry import metrics as service_metrics
+from turngate.service.telemetry import traces as service_traces
 from turngate.v1 import turngate_pb2 as pb
 
 
@@ -48,8 +49,9 @@ def installed() -> Iterator[Recorded]:
 
 def _uninstall() -> None:
     """Leaves the process as it was before any provider was set, as OpenTelemetry's own test
-    utilities (opentelemetry-test-utils' reset_*_globals) do; and forgets the instruments the
-    service made on the meter provider, which the next one installed replaces."""
+    utilities (opentelemetry-test-utils' reset_*_globals) do; forgets the instruments the
+    service made on the meter provider, which the next one installed replaces; and turns the
+    service's tracing off, whose tracer would otherwise end spans on the shut-down provider."""
     trace._TRACER_PROVIDER_SET_ONCE = Once()
     trace._TRACER_PROVIDER = None
     trace._PROXY_TRACER_PROVIDER = ProxyTracerProvider()
@@ -57,6 +59,7 @@ def _uninstall() -> None:
     metrics_internal._METER_PROVIDER = None
     metrics_internal._PROXY_METER_PROVIDER = _ProxyMeterProvider()
     service_metrics._metrics = None
+    service_traces.enable()
 
 
 @pytest.fixture
