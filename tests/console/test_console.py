@@ -15,7 +15,7 @@ from selenium import webdriver
 from tests.console.browser import Page
 from tests.console.conftest import GATEWAY, PROJECT, TRACE_URL, WATCHER, ConsoleServer
 from tests.console.scenario import enqueue
-from tests.support.processes import free_port
+from tests.support.processes import PROCESS_TIMEOUT_S, free_port
 from tests.support.waiting import WAIT_TIMEOUT_S
 from turngate.client import AdmissionMode, Client
 
@@ -23,8 +23,10 @@ TOOL_CALLS = '#timeline li[data-kind="toolCall"]'
 INTERACTIONS = '#timeline li[data-kind="interaction"]'
 STEERED = '#timeline li[data-kind="turnSteered"]'
 STEER_ENDED = '#timeline li[data-kind="steerEnded"]'
-# Outlives the server's restart however slowly it starts, so the turn is not lost meanwhile.
-RESTART_LEASE_S = 300.0
+# Outlives the server's restart (its exit and its start each take at most PROCESS_TIMEOUT_S), so
+# the turn is not lost meanwhile; and no longer: when the test fails while no server answers, the
+# turn's exit reports FAILED until its lease ends, and the failure must show before the timeout.
+RESTART_LEASE_S = 2 * PROCESS_TIMEOUT_S + 10.0
 
 
 async def send_steer(page: Page, content: str) -> None:
