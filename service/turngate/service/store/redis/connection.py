@@ -8,15 +8,17 @@ READONLY: both follow a failover by themselves. Every socket read and connect is
 
 from __future__ import annotations
 
+import asyncio
 import os
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeAlias
 
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
@@ -169,6 +171,21 @@ def _lost(error: BaseException) -> bool:
 def _code(error: redis_errors.ResponseError) -> str:
     """A reply's error code (its first word); redis-py strips it from the replies it has a class for."""
     return str(error).split(" ", 1)[0]
+
+
+async def send_at_once(connection: AbstractConnection, packed: Iterable[bytes]) -> None:
+    """Writes `packed` on the connected `connection` before yielding to the loop, then waits (for
+    the connection's timeout at most) until the socket took it. redis-py's send goes through
+    asyncio.wait_for when the connection has a timeout, which on Python 3.11 makes the write a
+    task of its own: it then waits behind every callback ready on the loop, and in a burst of 200
+    calls a decision reached Redis 4 to 7 ms after it was taken, past the clock's bound
+    (docs/decisions.md, Redis's clock). Failures are redis-py's or the socket's (`failure`)."""
+    writer = connection._writer  # redis-py has no public way to write without that task
+    if writer is None:
+        raise redis_errors.ConnectionError("the connection closed before the command was sent")
+    writer.writelines(packed)
+    async with asyncio.timeout(connection.socket_timeout):
+        await writer.drain()
 
 
 def unavailable(error: BaseException) -> bool:

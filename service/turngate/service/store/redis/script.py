@@ -15,7 +15,7 @@ from redis.asyncio.connection import AbstractConnection
 
 from turngate.service.core import ClockWindow
 from turngate.service.ports.store import StoreUnavailable
-from turngate.service.store.redis.connection import unavailable_on_failure
+from turngate.service.store.redis.connection import send_at_once, unavailable_on_failure
 
 CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
 UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
@@ -49,7 +49,7 @@ async def run_cas(
         await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     with unavailable_on_failure(sent=writes):
         for _ in range(2):
-            await connection.send_packed_command(connection.pack_commands([evalsha, *after]))
+            await send_at_once(connection, connection.pack_commands([evalsha, *after]))
             replies = [await _reply(connection) for _ in range(1 + len(after))]
             if not isinstance(replies[0], redis_errors.NoScriptError):
                 break
