@@ -37,7 +37,7 @@ from environment import (
     postgres_cpu_seconds,
     redis_cpu_seconds,
 )
-from floor_server import EMPTY, REDIS_GET, WRITE_WAIT
+from floor_server import EMPTY, REDIS_GET, SCRIPT, WRITE_WAIT
 from measure import Call, CpuMeter, Latency, Throughput, client_cpu, concurrent, sequential
 from report import (
     Measured,
@@ -206,9 +206,14 @@ class Bench:
         return await concurrent(callers, self.opts.seconds, self.meters(server), THROUGHPUT_WARMUP_S)
 
     async def floor(self, floor: Endpoint) -> list[Measured]:
-        """The empty call, then the call with one Redis GET, then (with --wait-replicas) the call
-        with a SET and WAIT in one round trip: each at 1 caller, then at `callers`."""
-        methods = [("floor: empty gRPC call", EMPTY), ("floor: gRPC + 1 Redis GET", REDIS_GET)]
+        """The empty call, the call with one Redis GET, the call that runs turngate's script as an
+        admission does, then (with --wait-replicas) the call with a SET and WAIT in one round
+        trip: each at 1 caller, then at `callers`."""
+        methods = [
+            ("floor: empty gRPC call", EMPTY),
+            ("floor: gRPC + 1 Redis GET", REDIS_GET),
+            ("floor: gRPC + turngate's script", SCRIPT),
+        ]
         if self.opts.wait_replicas:
             methods.append((f"floor: gRPC + SET & WAIT {self.opts.wait_replicas}", WRITE_WAIT))
         results = []
@@ -309,18 +314,19 @@ class Bench:
             self.stack, self.run, separate_projector=self.opts.separate_projector
         )
         await asyncio.sleep(SETTLE_S)
-        floor_empty, floor_redis, *floor_wait = await self.floor(floor)
+        floor_empty, floor_redis, floor_script, *floor_wait = await self.floor(floor)
         ops = await self.turngate(a)
         pushes = await self.push(a, b)
         for endpoint in (floor, a, b):
             endpoint.process.check_alive()
         await self.topology.check_roles()
+        self.notes.append(admit_note(floor_script, ops))
         if floor_wait:
-            self.notes.append(wait_note(floor_wait[0], ops))
+            self.notes.append(admit_note(floor_wait[0], ops))
         self.notes.append(
             f"load average at end: {load_average()} (1, 5, 15 min; other work moves the figures)"
         )
-        rows = [*floor_wait, *ops]
+        rows = [floor_script, *floor_wait, *ops]
         return "\n".join(
             [
                 latency_table(floor_empty, floor_redis, rows),
@@ -392,14 +398,16 @@ def _show_log_problems(server: Endpoint, lines: int = 20) -> None:
         print(f"  {line}", file=sys.stderr)
 
 
-def wait_note(floor_wait: Measured, ops: Sequence[Measured]) -> str:
-    """AdmitTurn against the floor that waits for replicas as it does (one round trip: SET & WAIT)."""
+def admit_note(floor: Measured, ops: Sequence[Measured]) -> str:
+    """AdmitTurn against a floor that does more of its work: the script it runs, or the write
+    and WAIT for replicas it makes (one round trip)."""
     admit = next(m for m in ops if m.name == "AdmitTurn")
-    p50 = admit.latency.p50 / floor_wait.latency.p50
-    rate = admit.throughput.per_s / floor_wait.throughput.per_s
+    p50 = admit.latency.p50 / floor.latency.p50
+    rate = admit.throughput.per_s / floor.throughput.per_s
+    cpu = admit.throughput.cpu_us_per_call("server") / floor.throughput.cpu_us_per_call("server")
     return (
-        f"AdmitTurn against the {floor_wait.name.removeprefix('floor: ')} floor: p50 {p50:.2f}x, "
-        f"calls/s {rate:.2f}x of it"
+        f"AdmitTurn against the {floor.name.removeprefix('floor: ')} floor: p50 {p50:.2f}x, "
+        f"calls/s {rate:.2f}x of it, server CPU per call {cpu:.2f}x of its"
     )
 
 

@@ -99,6 +99,18 @@ class Keyspace:
     def outbox(self, bucket: int) -> str:
         return f"{self._tag(bucket)}:outbox"
 
+    def script_keys(self, key: SessionKey) -> list[str]:
+        """The keys the compare-and-set script (cas.lua) takes for `key`'s session, in its order."""
+        bucket = self.bucket(key)
+        return [
+            self.doc(key),
+            self.log(key),
+            self.deadlines(bucket),
+            self.outbox(bucket),
+            self.active(bucket),
+            self.idle(bucket),
+        ]
+
     def dead_letters(self, bucket: int) -> str:
         return f"{self._tag(bucket)}:deadletter"
 

@@ -13,18 +13,47 @@ from typing import Any
 from redis import exceptions as redis_errors
 from redis.asyncio.connection import AbstractConnection
 
-from turngate.service.core import ClockWindow
+from turngate.service.codec import dump_event_body, dump_session
+from turngate.service.core import ClockWindow, Decision, SessionKey
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.store.redis.connection import send_at_once, unavailable_on_failure
+from turngate.service.store.redis.keys import member
 
 CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
 UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
-_CAS_SHA = hashlib.sha1(CAS.encode()).hexdigest()
+CAS_SHA = hashlib.sha1(CAS.encode()).hexdigest()
 
 
 def window_args(window: ClockWindow) -> list[str | int]:
     """A clock window as the script takes it ("" for an open end)."""
     return ["" if window.start is None else window.start, "" if window.end is None else window.end]
+
+
+def change_args(
+    key: SessionKey, decision: Decision, *, retention: int, max_event_age: int | None
+) -> list[str | int | bytes]:
+    """cas.lua's arguments after the clock window: nothing to write, a removal, or the new
+    document, its deadline, whether a turn holds it, since when it is idle, the events to retain
+    and their age bound, and its events."""
+    if not decision.changed:
+        return [""]
+    if decision.removed:
+        return ["-", member(key)]
+    deadline = decision.state.deadline()
+    idle_since = decision.state.idle_since()
+    args: list[str | int | bytes] = [
+        dump_session(decision.state),
+        member(key),
+        "" if deadline is None else deadline,
+        "1" if decision.state.turn_active else "",
+        "" if idle_since is None else idle_since,
+        retention,
+        "" if max_event_age is None else max_event_age,
+        len(decision.events),
+    ]
+    for event in decision.events:
+        args += [event.seq, event.time, dump_event_body(event.body)]
+    return args
 
 
 def entry_fields(flat: list[bytes]) -> dict[bytes, bytes]:
@@ -44,7 +73,7 @@ async def run_cas(
     same round trip; a reply Redis failed is its exception), loading the script first if Redis lost
     it (a restart, a SCRIPT FLUSH). Once a script that `writes` is on its way, a failure may leave
     the write applied: its outcome is unknown (connection.failure)."""
-    evalsha = ("EVALSHA", _CAS_SHA, len(keys), *keys, *args)
+    evalsha = ("EVALSHA", CAS_SHA, len(keys), *keys, *args)
     with unavailable_on_failure():  # nothing has left yet: a connection refused applied nothing
         await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     with unavailable_on_failure(sent=writes):

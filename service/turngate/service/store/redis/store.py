@@ -32,7 +32,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 
-from turngate.service.codec import dump_event_body, dump_session, load_session
+from turngate.service.codec import load_session
 from turngate.service.core import Command, Decision, Event, Retired, Session, SessionKey, clock_window
 from turngate.service.ports.store import Applied, BeforeWrite, Recall, StoreUnavailable, Unrecorded
 from turngate.service.store.cas import CompareAndSetStore, History
@@ -45,11 +45,12 @@ from turngate.service.store.redis.clock import (
     time_of,
 )
 from turngate.service.store.redis.connection import Client, unavailable_on_failure
-from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, member, session_of
+from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, session_of
 from turngate.service.store.redis.replication import NO_REPLICATION, Replication
 from turngate.service.store.redis.script import (
     CAS,
     UNRECORDED,
+    change_args,
     discarded_on_failure,
     entry_fields,
     run_cas,
@@ -133,7 +134,7 @@ class RedisStore(CompareAndSetStore):
                     BEHIND_LIMIT_US,
                     AHEAD_LIMIT_US,
                     *window,
-                    *self._change(key, decision),
+                    *change_args(key, decision, retention=self._retention, max_event_age=self._max_event_age),
                 ]
                 sent = monotonic_us()
                 reply = await self._compare_and_set(connection, key, command, args, writes=decision.changed)
@@ -199,7 +200,8 @@ class RedisStore(CompareAndSetStore):
         attempt's write that no replica has yet."""
         mark = None if writes else self.keys.replication_mark(self.keys.bucket(key))
         confirm = self._replication.commands(mark)
-        reply, *confirmed = await run_cas(connection, self._keys_of(key), args, confirm, writes=writes)
+        keys = self.keys.script_keys(key)
+        reply, *confirmed = await run_cas(connection, keys, args, confirm, writes=writes)
         if reply[0] != _DONE:
             return reply
         if writes:
@@ -207,40 +209,6 @@ class RedisStore(CompareAndSetStore):
                 await self._after_write(key, command)
         self._replication.check(confirmed, str(key), wrote=writes)
         return reply
-
-    def _change(self, key: SessionKey, decision: Decision) -> list[str | int | bytes]:
-        """The script's arguments after the clock window: nothing to write, a removal, or the new
-        document, its deadline, whether a turn holds it, since when it is idle, and its events."""
-        if not decision.changed:
-            return [""]
-        if decision.removed:
-            return ["-", member(key)]
-        deadline = decision.state.deadline()
-        idle_since = decision.state.idle_since()
-        args: list[str | int | bytes] = [
-            dump_session(decision.state),
-            member(key),
-            "" if deadline is None else deadline,
-            "1" if decision.state.turn_active else "",
-            "" if idle_since is None else idle_since,
-            self._retention,
-            "" if self._max_event_age is None else self._max_event_age,
-            len(decision.events),
-        ]
-        for event in decision.events:
-            args += [event.seq, event.time, dump_event_body(event.body)]
-        return args
-
-    def _keys_of(self, key: SessionKey) -> list[str]:
-        bucket = self.keys.bucket(key)
-        return [
-            self.keys.doc(key),
-            self.keys.log(key),
-            self.keys.deadlines(bucket),
-            self.keys.outbox(bucket),
-            self.keys.active(bucket),
-            self.keys.idle(bucket),
-        ]
 
     def _remember(self, key: SessionKey, version: int, state: Session) -> None:
         """Keeps the document last seen for `key` (even an older version: Redis may have lost
