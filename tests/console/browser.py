@@ -12,6 +12,7 @@ import base64
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -20,7 +21,6 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
-from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.wait import WebDriverWait
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -43,6 +43,23 @@ def start_chromium() -> webdriver.Chrome:
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+
+
+# An element's attributes, by name, read in the page.
+_ATTRIBUTES = "return Object.fromEntries([...arguments[0].attributes].map((a) => [a.name, a.value]));"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """An element as the page showed it when it was found: its text and attributes read together,
+    so that the page drawing it again later (the live times each second, the busy list at each
+    poll) leaves nothing stale to read."""
+
+    text: str
+    attributes: dict[str, str]
+
+    def get_attribute(self, name: str) -> str | None:
+        return self.attributes.get(name)
 
 
 class Page:
@@ -73,6 +90,11 @@ class Page:
         await self.type_into("#token", token)
         await self.click("#token-form button[type=submit]")
 
+    async def watching(self) -> None:
+        """Waits until the session view's watch is live (its snapshot arrived): an event from now
+        on reaches the timeline as a row of its own; one from before is only in the snapshot."""
+        await self.attribute("#watch-status", "data-live", "yes")
+
     async def leave(self) -> None:
         await self._run(lambda: self.driver.get("about:blank"))
 
@@ -85,11 +107,15 @@ class Page:
         wait = WebDriverWait(self.driver, SHOW_TIMEOUT_S, ignored_exceptions=stale)
         return await self._run(lambda: wait.until(lambda driver: condition(driver) or False))
 
-    async def shown(self, css: str, text: str = "") -> WebElement:
-        """The first element matching `css` whose text contains `text`, once there is one."""
+    async def shown(self, css: str, text: str = "") -> Shown:
+        """The first element matching `css` whose text contains `text`, once there is one, as it
+        was then."""
 
-        def find(driver: webdriver.Chrome) -> WebElement | None:
-            return next((e for e in driver.find_elements(By.CSS_SELECTOR, css) if text in e.text), None)
+        def find(driver: webdriver.Chrome) -> Shown | None:
+            for element in driver.find_elements(By.CSS_SELECTOR, css):
+                if text in (seen := element.text):
+                    return Shown(seen, driver.execute_script(_ATTRIBUTES, element))
+            return None
 
         return await self.until(find)
 
@@ -105,8 +131,17 @@ class Page:
         await self._run(typing)
 
     async def click(self, css: str, text: str = "") -> None:
-        element = await self.shown(css, text)
-        await self._run(element.click)
+        """Clicks the first element matching `css` whose text contains `text`, once there is one
+        (found again if the page draws it again before the click)."""
+
+        def clicked(driver: webdriver.Chrome) -> bool:
+            for element in driver.find_elements(By.CSS_SELECTOR, css):
+                if text in element.text:
+                    element.click()
+                    return True
+            return False
+
+        await self.until(clicked)
 
     async def texts(self, css: str) -> list[str]:
         return await self._run(lambda: [e.text for e in self.driver.find_elements(By.CSS_SELECTOR, css)])

@@ -132,6 +132,7 @@ async def test_a_reload_and_a_server_restart_resume_the_timeline_without_missing
                 sdk.runner("r1").turn(session_id, "t1", lease_ttl=RESTART_LEASE_S)
             )
             await page.sign_in(GATEWAY.token, fragment)
+            await page.watching()
             async with turn.tool_call("c1", "first"):
                 pass
             await page.shown(TOOL_CALLS, "(c1) SUCCEEDED")
@@ -169,6 +170,7 @@ async def test_what_a_runner_wrote_is_shown_as_text_never_run_as_markup(
     error = "<script>window.__xss=2</script><b>bold?</b>"
     async with served.runner_client() as sdk, sdk.runner("r1").turn(session_id, "t1") as turn:
         await page.sign_in(GATEWAY.token, f"project={PROJECT}&session={session_id}")
+        await page.watching()
         try:
             async with turn.tool_call("c1", name):
                 raise RuntimeError(error)

@@ -264,7 +264,7 @@ async def test_a_session_shows_its_turns_outcomes_in_their_tones_and_each_turn_a
             badge = await page.shown(f'#earlier > li[data-turn="{turn_id}"] > .badge')
             assert (badge.get_attribute("class"), badge.text) == (f"badge {tone}", outcome)
         interrupted = await page.shown('#earlier li[data-turn="turn-2"] li[data-span="c2"]')
-        badge = interrupted.find_element("css selector", ".badge")
+        badge = await page.shown('#earlier li[data-turn="turn-2"] li[data-span="c2"] .badge')
         assert badge.get_attribute("class") == "badge outcome-interrupted"
         assert re.fullmatch(rf"run_tests \(c2\) INTERRUPTED\s+{TOOK}", interrupted.text), interrupted.text
         took = await page.texts('#earlier li[data-turn="turn-1"] .waterfall .took')
