@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 
 from tests.support.memory_store import HostClock, MemoryData, MemoryStore
 from tests.support.postgres import postgres_admin, postgres_url, unique_database
+from tests.support.processes import free_port
 from tests.support.shared_redis import REDIS_SERVER, delete_keyspace, unique_keyspace
 from tests.support.shared_topologies import TOPOLOGIES, shared_topology_url
 from tests.support.stores import (
@@ -32,6 +33,7 @@ from tests.support.stores import (
     open_sql_store,
     wait_past,
 )
+from tests.support.topologies import DATA_NODE_SETTINGS, RedisProcess
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.store import RedisStore
@@ -140,6 +142,16 @@ async def redis_store(redis_keyspace: Keyspace) -> AsyncIterator[RedisStore]:
     store = open_redis_store(REDIS_SERVER, redis_keyspace)
     yield store
     await store.close()
+
+
+@pytest.fixture
+async def private_redis(tmp_path: Path) -> AsyncIterator[RedisProcess]:
+    """A Redis of the test's own: what the test does to the whole server (its command counts, a
+    SCRIPT FLUSH) is the test's alone, and no other test's work shows in it."""
+    node = RedisProcess.configured(tmp_path, "redis", free_port(), DATA_NODE_SETTINGS)
+    await node.start()
+    yield node
+    await node.stop()
 
 
 @pytest.fixture(params=STORE_BACKENDS)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
 from tests.support.commands import SECOND
-from tests.support.processes import free_port
 from tests.support.stores import open_redis_store
-from tests.support.topologies import DATA_NODE_SETTINGS, RedisProcess
+from tests.support.topologies import RedisProcess
 from turngate.service.core import Admit, Admitted, Complete, SessionKey, TurnOutcome
 from turngate.service.ports.store import Store
 from turngate.service.retirement import Retirement
@@ -58,15 +57,6 @@ async def periodic_work(store: Store) -> None:
     await store.count_active()
     await store.count_active_in_project("p", 100)
     await Retirement(store, idle_retention=DAY).sweep()
-
-
-@pytest.fixture
-async def private_redis(tmp_path: Path) -> AsyncIterator[RedisProcess]:
-    """A Redis of this test's own: its command counts are this test's alone."""
-    node = RedisProcess.configured(tmp_path, "redis", free_port(), DATA_NODE_SETTINGS)
-    await node.start()
-    yield node
-    await node.stop()
 
 
 async def commands_sent(node: RedisProcess, work: Callable[[], Awaitable[None]]) -> Counter[str]:

@@ -30,6 +30,7 @@ from tests.support.stores import (
     redis_contents,
     stream_entries,
 )
+from tests.support.topologies import RedisProcess
 from turngate.service.core import (
     Admit,
     Command,
@@ -220,19 +221,28 @@ async def test_a_failing_script_writes_nothing(
     assert await redis_contents(redis_client, redis_keyspace) == before
 
 
-async def test_noscript_after_a_script_flush_is_recovered_transparently(
-    redis_store: RedisStore, redis_client: Redis, redis_keyspace: Keyspace
-) -> None:
-    lease = await admit(redis_store, KEY, "t1")
-    await redis_client.script_flush()
-    assert await redis_client.script_exists(CAS_SHA) == [False]
+async def test_noscript_after_a_script_flush_is_recovered_transparently(private_redis: RedisProcess) -> None:
+    """On a Redis of its own: on a shared one, another test's store loads the script again between
+    the flush and the write."""
+    host, port = private_redis.address
+    url = f"redis://{host}:{port}"
+    keyspace = Keyspace("noscript", 8)
+    store = open_redis_store(url, keyspace)
+    client = Redis.from_url(url)
+    try:
+        lease = await admit(store, KEY, "t1")
+        await client.script_flush()
+        assert await client.script_exists(CAS_SHA) == [False]
 
-    decision = await redis_store.apply(KEY, open_call("t1", lease.generation, "c1"))
+        decision = await store.apply(KEY, open_call("t1", lease.generation, "c1"))
 
-    assert [e.seq for e in decision.events] == [2]
-    assert await redis_client.script_exists(CAS_SHA) == [True]
-    assert [e.seq for e in await redis_store.events_after(KEY, 0, 10)] == [1, 2]
-    assert await redis_client.hget(redis_keyspace.doc(KEY), "v") == b"2", "written once"
+        assert [e.seq for e in decision.events] == [2]
+        assert await client.script_exists(CAS_SHA) == [True]
+        assert [e.seq for e in await store.events_after(KEY, 0, 10)] == [1, 2]
+        assert await client.hget(keyspace.doc(KEY), "v") == b"2", "written once"
+    finally:
+        await client.aclose()
+        await store.close()
 
 
 async def test_every_key_one_apply_writes_hashes_to_one_cluster_slot(
