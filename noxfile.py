@@ -124,7 +124,8 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The whole test suite, in parallel (the README's test command); arguments after `--` go to
     pytest (`-n 1` for one worker, `-p no:xdist` for none)."""
-    session.run(tool("pytest"), *PARALLEL, *session.posargs, external=True)
+    # The slowest tests, in CI's log too: what to look at when the suite nears its ten minutes.
+    session.run(tool("pytest"), *PARALLEL, "--durations=20", *session.posargs, external=True)
 
 
 @nox.session(venv_backend="none")
