@@ -164,8 +164,7 @@ async def test_sigterm_finishes_the_call_in_flight_refuses_new_ones_ends_watches
                     # waits for the end of the grace, then ends CANCELLED (grpc issue 41785,
                     # docs/deploying.md). Each probe gives up in time for the next to be sent.
                     try:
-                        probe = pb.GetSessionRequest(session=session)
-                        await client.sessions.GetSession(probe, timeout=PROBE_S)
+                        await snapshot(client, session, within_s=PROBE_S)
                     except grpc.aio.AioRpcError as error:
                         return error.code() == grpc.StatusCode.UNAVAILABLE
                     return False

@@ -198,8 +198,12 @@ async def resolve(
 # --- client (SessionService) ---------------------------------------------------------------
 
 
-async def snapshot(client: Client, session: pb.SessionRef) -> pb.SessionSnapshot:
-    return (await client.sessions.GetSession(pb.GetSessionRequest(session=session))).snapshot
+async def snapshot(
+    client: Client, session: pb.SessionRef, within_s: float | None = None
+) -> pb.SessionSnapshot:
+    """The session's snapshot; with `within_s`, the call's deadline."""
+    request = pb.GetSessionRequest(session=session)
+    return (await client.sessions.GetSession(request, timeout=within_s)).snapshot
 
 
 async def get_turn(client: Client, session: pb.SessionRef, turn_id: str) -> pb.TurnRecord:
