@@ -45,6 +45,7 @@ from turngate.service.core import (
     TurnOutcome,
 )
 from turngate.service.ports.store import BeforeWrite, StoreContention, Unrecorded
+from turngate.service.store.redis.connection import POOL_SIZE
 from turngate.service.store.redis.keys import Keyspace, member
 from turngate.service.store.redis.store import RedisStore
 
@@ -240,6 +241,53 @@ async def test_noscript_after_a_script_flush_is_recovered_transparently(private_
         assert await client.script_exists(CAS_SHA) == [True]
         assert [e.seq for e in await store.events_after(KEY, 0, 10)] == [1, 2]
         assert await client.hget(keyspace.doc(KEY), "v") == b"2", "written once"
+    finally:
+        await client.aclose()
+        await store.close()
+
+
+async def test_a_connection_redis_closed_while_idle_connects_again_and_the_next_write_applies_once(
+    private_redis: RedisProcess,
+) -> None:
+    """Redis closing the store's idle connections (its idle timeout, CLIENT KILL, a restart) costs
+    the next write nothing: the connection is made again before the decision, so nothing has left
+    on a closed one and the write is applied, not of unknown outcome."""
+    host, port = private_redis.address
+    url = f"redis://{host}:{port}"
+    keyspace = Keyspace("reconnect", 8)
+    store = open_redis_store(url, keyspace)
+    client = Redis.from_url(url)
+    try:
+        lease = await admit(store, KEY, "t1")
+        assert await client.client_kill_filter(_type="normal", skipme=True) >= 1
+        await asyncio.sleep(0.1)  # idle: the store's loop has seen Redis close them
+
+        decision = await store.apply(KEY, open_call("t1", lease.generation, "c1"))
+
+        assert [e.seq for e in decision.events] == [2]
+        assert await client.hget(keyspace.doc(KEY), "v") == b"2", "written once"
+    finally:
+        await client.aclose()
+        await store.close()
+
+
+async def test_writers_beyond_the_stores_connections_wait_for_one_and_every_write_applies(
+    private_redis: RedisProcess,
+) -> None:
+    """Three times as many concurrent writes as the store has connections for them: the others
+    wait for one (none is refused), and Redis sees no more connections than that."""
+    host, port = private_redis.address
+    url = f"redis://{host}:{port}"
+    store = open_redis_store(url, Keyspace("burst", 8))
+    client = Redis.from_url(url)
+    try:
+        keys = [SessionKey("burst", f"s{i}") for i in range(3 * POOL_SIZE)]
+        before = len(await client.client_list())
+
+        leases = await asyncio.gather(*(admit(store, key, "t1") for key in keys))
+
+        assert [lease.turn_id for lease in leases] == ["t1"] * len(keys)
+        assert len(await client.client_list()) - before <= POOL_SIZE
     finally:
         await client.aclose()
         await store.close()

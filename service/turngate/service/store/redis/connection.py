@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeAlias
 
@@ -26,7 +26,8 @@ from turngate.service.redis_url import RedisUrl
 
 Client: TypeAlias = Redis | RedisCluster
 # Past this many commands in flight, callers wait up to POOL_TIMEOUT_S for a connection before the
-# store is unavailable (redis-py's default pool fails at once past 100, even with Redis healthy).
+# store is unavailable (redis-py's default pool fails at once past 100, even with Redis healthy):
+# in the client's pool, and again among the compare-and-set's own connections (held.py).
 POOL_SIZE = 64
 POOL_TIMEOUT_S = 5.0
 # A cluster client keeps a pool per node and fails at once when one is exhausted: room for bursts.
@@ -173,19 +174,21 @@ def _code(error: redis_errors.ResponseError) -> str:
     return str(error).split(" ", 1)[0]
 
 
-async def send_at_once(connection: AbstractConnection, packed: Iterable[bytes]) -> None:
-    """Writes `packed` on the connected `connection` before yielding to the loop, then waits (for
-    the connection's timeout at most) until the socket took it. redis-py's send goes through
-    asyncio.wait_for when the connection has a timeout, which on Python 3.11 makes the write a
-    task of its own: it then waits behind every callback ready on the loop, and in a burst of 200
-    calls a decision reached Redis 4 to 7 ms after it was taken, past the clock's bound
-    (docs/decisions.md, Redis's clock). Failures are redis-py's or the socket's (`failure`)."""
+async def send_at_once(connection: AbstractConnection, data: bytes) -> None:
+    """Writes `data` on the connected `connection` before yielding to the loop, then, if the socket
+    did not take it all at once, waits (for the connection's timeout at most) until it did.
+    redis-py's send goes through asyncio.wait_for when the connection has a timeout, which on
+    Python 3.11 makes the write a task of its own: it then waits behind every callback ready on
+    the loop, and in a burst of 200 calls a decision reached Redis 4 to 7 ms after it was taken,
+    past the clock's bound (docs/decisions.md, Redis's clock). Failures are redis-py's or the
+    socket's (`failure`)."""
     writer = connection._writer  # redis-py has no public way to write without that task
-    if writer is None:
+    if writer is None or writer.transport.is_closing():
         raise redis_errors.ConnectionError("the connection closed before the command was sent")
-    writer.writelines(packed)
-    async with asyncio.timeout(connection.socket_timeout):
-        await writer.drain()
+    writer.write(data)
+    if writer.transport.get_write_buffer_size():
+        async with asyncio.timeout(connection.socket_timeout):
+            await writer.drain()
 
 
 def unavailable(error: BaseException) -> bool:

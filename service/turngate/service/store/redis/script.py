@@ -5,8 +5,7 @@ whether the script had left (connection.failure)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -18,6 +17,7 @@ from turngate.service.core import ClockWindow, Decision, SessionKey
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.store.redis.connection import send_at_once, unavailable_on_failure
 from turngate.service.store.redis.keys import member
+from turngate.service.store.redis.resp import packed
 
 CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
 UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
@@ -78,7 +78,7 @@ async def run_cas(
         await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     with unavailable_on_failure(sent=writes):
         for _ in range(2):
-            await send_at_once(connection, connection.pack_commands([evalsha, *after]))
+            await send_at_once(connection, packed([evalsha, *after]))
             replies = [await _reply(connection) for _ in range(1 + len(after))]
             if not isinstance(replies[0], redis_errors.NoScriptError):
                 break
@@ -98,14 +98,3 @@ async def _reply(connection: AbstractConnection) -> Any:
         return await connection.read_response()
     except redis_errors.ResponseError as error:
         return error
-
-
-@asynccontextmanager
-async def discarded_on_failure(connection: AbstractConnection) -> AsyncIterator[None]:
-    """Disconnects `connection` if the block fails: replies may be left unread, so it is never
-    reused as it is."""
-    try:
-        yield
-    except BaseException:
-        await connection.disconnect()
-        raise

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, cast
 
@@ -44,14 +44,19 @@ from turngate.service.store.redis.clock import (
     monotonic_us,
     time_of,
 )
-from turngate.service.store.redis.connection import Client, unavailable_on_failure
+from turngate.service.store.redis.connection import (
+    POOL_SIZE,
+    POOL_TIMEOUT_S,
+    Client,
+    unavailable_on_failure,
+)
+from turngate.service.store.redis.held import ConnectionLender, HeldConnection
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, session_of
 from turngate.service.store.redis.replication import NO_REPLICATION, Replication
 from turngate.service.store.redis.script import (
     CAS,
     UNRECORDED,
     change_args,
-    discarded_on_failure,
     entry_fields,
     run_cas,
     window_args,
@@ -105,6 +110,13 @@ class RedisStore(CompareAndSetStore):
         self._cas = client.register_script(CAS)
         self._unrecorded = client.register_script(UNRECORDED)
         self._clock = StoreClock()
+        # The compare-and-set's own connections (a cluster's nodes lend theirs): the client's pool
+        # serves the other commands.
+        self._lender = (
+            None
+            if isinstance(client, RedisCluster)
+            else ConnectionLender(client.connection_pool, POOL_SIZE, POOL_TIMEOUT_S)
+        )
         self._known: OrderedDict[SessionKey, tuple[int, Session]] = OrderedDict()
 
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
@@ -118,7 +130,10 @@ class RedisStore(CompareAndSetStore):
         if not self._clock.calibrated:
             await self.now()
         try:
-            async with self._connection_in_hand(key) as connection:
+            # Held until the script's reply: a decision made with it in hand has only the trip to
+            # Redis between its `now` and TIME, and what it sends is known to have left, or not
+            # (connection.failure).
+            async with HeldConnection(self.client, self._lender, self.keys.doc(key)) as connection:
                 now = self._clock.now()
                 applied = self._decide(state, command, now, history)
                 decision = applied.decision
@@ -153,38 +168,6 @@ class RedisStore(CompareAndSetStore):
         current = reply[4] if len(reply) > 4 else None
         self._remember(key, int(reply[3]), Session() if current is None else load_session(current))
         return None
-
-    @asynccontextmanager
-    async def _connection_in_hand(self, key: SessionKey) -> AsyncIterator[AbstractConnection]:
-        """A connection to the master that holds `key`'s session (the slot's master on a cluster),
-        held until the block ends: a decision made with it in hand has only the trip to Redis
-        between its `now` and TIME, and what it sends is known to have left, or not
-        (connection.failure)."""
-        if not isinstance(self.client, RedisCluster):
-            async with self._pooled_connection() as connection:
-                yield connection
-            return
-        node = self.client.get_node_from_key(self.keys.doc(key))
-        if node is None:
-            raise StoreUnavailable(f"{key}: no node serves its slot")
-        connection = node.acquire_connection()
-        try:
-            async with discarded_on_failure(connection):
-                yield connection
-        finally:
-            node.release(connection)
-
-    @asynccontextmanager
-    async def _pooled_connection(self) -> AsyncIterator[AbstractConnection]:
-        """A connection of the pool of one server, or of the Sentinel-managed primary, connected."""
-        assert not isinstance(self.client, RedisCluster)
-        pool = self.client.connection_pool
-        connection = await pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-        try:
-            async with discarded_on_failure(connection):
-                yield connection
-        finally:
-            await pool.release(connection)
 
     async def _compare_and_set(
         self,
@@ -244,7 +227,7 @@ class RedisStore(CompareAndSetStore):
                 sent = monotonic_us()
                 store_now = time_of(await self.client.time())
             else:
-                async with self._pooled_connection() as connection:
+                async with HeldConnection(self.client, self._lender) as connection:
                     sent = monotonic_us()
                     await connection.send_command("TIME")
                     store_now = time_of(await connection.read_response())
@@ -335,4 +318,6 @@ class RedisStore(CompareAndSetStore):
             await self._cas(keys=self.keys.probe(), args=args)
 
     async def close(self) -> None:
+        if self._lender is not None:
+            await self._lender.close()
         await self.client.aclose()

@@ -1,0 +1,140 @@
+"""The connections compare-and-set calls hold, one call at a time each.
+
+Both are entered on every write, so both are plain classes: redis-py's blocking pool spends a
+condition, two timers, a lock and its observability hooks on every checkout, and a generator-based
+context manager costs the event loop a first-iteration hook and a weak reference (docs/
+performance.md, "What changed").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from types import TracebackType
+
+from redis import exceptions as redis_errors
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import Connection, ConnectionPool
+
+from turngate.service.ports.store import StoreUnavailable
+from turngate.service.store.redis.connection import Client
+
+
+class ConnectionLender:
+    """The connections of one server, or of the Sentinel-managed primary, lent to one caller at a
+    time: up to `size`, made by `pool` (a Sentinel's asks the sentinels for the primary whenever it
+    connects); past that, callers queue for up to `timeout` seconds, then Redis is unavailable
+    (as in redis-py's blocking pool)."""
+
+    def __init__(self, pool: ConnectionPool, size: int, timeout: float) -> None:
+        self._pool = pool
+        self._size = size
+        self._timeout = timeout
+        self._made: list[Connection] = []
+        self._idle: list[Connection] = []
+        self._waiting: deque[asyncio.Future[Connection]] = deque()
+
+    async def lend(self) -> Connection:
+        """A connection, connected, the most recently given back first. One that Redis closed is
+        connected again here, before anything is sent on it; a Sentinel's connection connects
+        only through its own `connect` (redis-py's sending would connect it to its default
+        address), as the pool connects its connections."""
+        if self._idle:
+            connection = self._idle.pop()
+        elif len(self._made) < self._size:
+            connection = self._pool.make_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            self._made.append(connection)
+        else:
+            connection = await self._wait()
+        try:
+            if _closed_by_redis(connection):
+                await connection.disconnect()
+            if not connection.is_connected:
+                await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        except BaseException:
+            self.give_back(connection)
+            raise
+        return connection
+
+    async def _wait(self) -> Connection:
+        waiter: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await waiter
+        except BaseException as failure:
+            if waiter.done() and not waiter.cancelled():
+                self.give_back(waiter.result())  # handed over just as this caller gave up
+            else:
+                waiter.cancel()
+            if isinstance(failure, TimeoutError):
+                raise redis_errors.ConnectionError(
+                    f"no connection available within {self._timeout:g}s"
+                ) from None
+            raise
+
+    def give_back(self, connection: Connection) -> None:
+        """To the first caller still waiting, else to the idle ones."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return
+        self._idle.append(connection)
+
+    async def close(self) -> None:
+        """Disconnects every connection made, lent or not (as redis-py's pool does)."""
+        for connection in self._made:
+            await connection.disconnect()
+
+
+def _closed_by_redis(connection: Connection) -> bool:
+    """Whether Redis closed `connection` while it was idle (redis-py's pool reads it to tell)."""
+    reader, writer = connection._reader, connection._writer  # no public way to ask
+    if reader is None or writer is None:
+        return False
+    return reader.at_eof() or reader.exception() is not None or writer.transport.is_closing()
+
+
+class HeldConnection:
+    """`async with HeldConnection(client, lender, key) as connection`: a connection to the master
+    that holds `key` (the master of its slot, on a cluster, or the cluster's default node for None;
+    else `lender`'s), given back when the block ends. If the block fails it is disconnected first:
+    replies may be left unread, so it is never reused as it is."""
+
+    __slots__ = ("_client", "_connection", "_key", "_lender", "_node")
+
+    def __init__(self, client: Client, lender: ConnectionLender | None, key: str | None = None) -> None:
+        self._client = client
+        self._lender = lender
+        self._key = key
+        self._node: ClusterNode | None = None
+        self._connection: Connection | None = None
+
+    async def __aenter__(self) -> Connection:
+        if isinstance(self._client, RedisCluster):
+            client = self._client
+            self._node = node = (
+                client.get_default_node() if self._key is None else client.get_node_from_key(self._key)
+            )
+            if node is None:
+                raise StoreUnavailable(f"{self._key}: no node serves its slot")
+            self._connection = connection = node.acquire_connection()
+        else:
+            assert self._lender is not None, "a client of one server or Sentinel lends through its lender"
+            self._connection = connection = await self._lender.lend()
+        return connection
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        connection = self._connection
+        assert connection is not None, "exited without having entered"
+        try:
+            if kind is not None:
+                await connection.disconnect()
+        finally:
+            if self._node is not None:
+                self._node.release(connection)
+            elif self._lender is not None:
+                self._lender.give_back(connection)
