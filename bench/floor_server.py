@@ -81,7 +81,7 @@ async def _set_and_wait(redis: Client, key: str, replicas: int) -> int:
 _ANY_INSTANT_US = 10**15
 
 
-class _Admissions:
+class ScriptAdmissions:
     """cas.lua's keys and arguments for an AdmitTurn of a new session each call, as the server
     parses the bench's request and decides it (at start: the decision is not the floor's work)."""
 
@@ -119,7 +119,7 @@ def _handler(redis: Client, key: str, wait_replicas: int) -> grpc.GenericRpcHand
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{confirmed} of {wait_replicas} replicas")
         return b""
 
-    admissions = _Admissions(key)
+    admissions = ScriptAdmissions(key)
 
     async def script(_request: bytes, _context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         keys, args = admissions.next()

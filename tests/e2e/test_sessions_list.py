@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.support.calls import admit, complete, stop
+from tests.support.calls import admit, complete, get_turn, stop
 from tests.support.postgres import postgres_database, postgres_url
 from tests.support.servers import Client, running, settings_for
 from tests.support.waiting import eventually
@@ -163,6 +163,12 @@ async def projects_that_have_sessions_page_in_id_order_with_their_last_activity(
     for project in projects:
         await done_turn(client, ref(project, "s1"))
     await done_turn(client, ref(projects[0], "s2"))
+    # Each project's last event: its last turn's settlement (s2's in the first project).
+    last_sessions = {projects[0]: "s2", projects[1]: "s1", projects[2]: "s1"}
+    last_settled = {
+        project: (await get_turn(client, ref(project, session_id), "t1")).settled_at
+        for project, session_id in last_sessions.items()
+    }
     start = page_tokens.projects_page_token(prefix)  # just before this test's projects
 
     async def mine() -> list[pb.ProjectSummary]:
@@ -176,7 +182,11 @@ async def projects_that_have_sessions_page_in_id_order_with_their_last_activity(
         return found
 
     async def all_recorded() -> bool:
-        return [p.project_id for p in await mine()] == sorted(projects)
+        # The projector may record a turn's admission and its settlement in separate batches.
+        summaries = await mine()
+        return [p.project_id for p in summaries] == sorted(projects) and all(
+            p.last_activity_at == last_settled[p.project_id] for p in summaries
+        )
 
     await recorded(all_recorded)
     for summary in await mine():

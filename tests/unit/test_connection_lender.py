@@ -22,12 +22,18 @@ class _Connection:
     _reader = None
     _writer = None
     is_connected = False
+    refusals = 0  # connections it refuses before it accepts one
+    disconnects = 0
 
     async def connect(self) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise redis_errors.ConnectionError("connection refused")
         self.is_connected = True
 
-    async def disconnect(self) -> None:
+    async def disconnect(self, nowait: bool = False) -> None:
         self.is_connected = False
+        self.disconnects += 1
 
 
 class _Pool:
@@ -96,3 +102,20 @@ async def test_a_caller_that_timed_out_leaves_the_queue_and_the_next_gets_the_co
     connections.give_back(only)
 
     assert await next_one is only
+
+
+async def test_a_connection_that_fails_to_connect_is_lent_again_disconnected_and_connects_then() -> None:
+    """A failed connect may leave it half set up: it is disconnected and goes back, so the slot is
+    not lost and the next caller connects it anew."""
+    connections = lender(1)
+    failing = cast(_Connection, await connections.lend())
+    connections.give_back(cast(Connection, failing))
+    failing.is_connected, failing.refusals = False, 1
+
+    with pytest.raises(redis_errors.ConnectionError, match="refused"):
+        await connections.lend()
+
+    assert failing.disconnects == 1
+    again = await asyncio.wait_for(connections.lend(), 1)
+    assert again is cast(Connection, failing)
+    assert failing.is_connected

@@ -52,7 +52,10 @@ class ConnectionLender:
             if not connection.is_connected:
                 await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         except BaseException:
-            self.give_back(connection)
+            try:  # it may be half set up (its handshake's replies unread): it connects anew when lent
+                await connection.disconnect(nowait=True)
+            finally:
+                self.give_back(connection)
             raise
         return connection
 
