@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import itertools
 import os
 import signal
 import sys
@@ -35,7 +37,7 @@ from turngate.service.auth.gatekeeper import Gatekeeper
 from turngate.service.config import Settings
 from turngate.v1 import turngate_pb2 as pb
 
-from environment import ServerProcess, cpu_seconds, free_port, wait_until
+from environment import ServerProcess, cpu_seconds, free_port, listening
 from floor_server import LISTENING, serve_until_terminated
 from measure import Call, concurrent
 from report import fmt_times, progress, run_benchmark, table
@@ -98,13 +100,7 @@ async def _servers(folder: Path, names: list[str]) -> AsyncIterator[dict[str, tu
             env = {**os.environ, **WAYS[name].env}
             process = await ServerProcess.start(name, argv, env, folder / f"{number}.log")
             started[name] = (process, port)
-        for way, (process, _) in started.items():
-
-            async def listening(process: ServerProcess = process) -> bool:
-                process.check_alive()
-                return LISTENING in process.log.read_text()
-
-            await wait_until(listening, way)
+        await listening([process for process, _ in started.values()], LISTENING, len(started), "the servers")
         yield started
     finally:
         for process, _ in started.values():
@@ -112,9 +108,8 @@ async def _servers(folder: Path, names: list[str]) -> AsyncIterator[dict[str, tu
 
 
 def _calls(stub: grpc.aio.UnaryUnaryMultiCallable[Any, Any], deadline: float | None) -> Iterator[Call]:
-    request = pb.HeartbeatRequest()
-    while True:
-        yield lambda: stub(request, timeout=deadline)
+    """Endless Heartbeat calls with `deadline` (None: none)."""
+    return itertools.repeat(functools.partial(stub, pb.HeartbeatRequest(), timeout=deadline))
 
 
 async def main(options: argparse.Namespace) -> None:

@@ -92,6 +92,18 @@ class ServerProcess:
             await self.process.wait()
 
 
+async def listening(processes: Sequence[ServerProcess], line: str, count: int, what: str) -> None:
+    """Waits until the logs of `processes` hold `line` `count` times: every one listens (a port
+    several processes share answers as soon as one does)."""
+
+    async def ready() -> bool:
+        for process in processes:
+            process.check_alive()
+        return sum(p.log.read_text(errors="replace").count(line) for p in processes) >= count
+
+    await wait_until(ready, what)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time so far of process `pid`, all its threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

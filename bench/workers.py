@@ -33,8 +33,8 @@ from environment import (
     delete_prefix,
     drop_database,
     free_port,
+    listening,
     load_average,
-    wait_until,
 )
 from floor_server import LISTENING, REDIS_GET
 from measure import Call, CpuMeter, Throughput, concurrent
@@ -73,18 +73,6 @@ def cpu_of_all(processes: Sequence[ServerProcess]) -> CpuMeter:
         return sum(cpu_seconds(p.process.pid) for p in processes)
 
     return meter
-
-
-async def listening(processes: Sequence[ServerProcess], line: str, count: int, what: str) -> None:
-    """Waits until the logs of `processes` hold `line` `count` times: every one listens (a port
-    several processes share answers as soon as one does)."""
-
-    async def ready() -> bool:
-        for process in processes:
-            process.check_alive()
-        return sum(p.log.read_text(errors="replace").count(line) for p in processes) >= count
-
-    await wait_until(ready, what)
 
 
 def channels_to(stack: AsyncExitStack, port: int) -> list[grpc.aio.Channel]:
