@@ -1,9 +1,15 @@
-"""The schema comes from the Alembic migrations alone, and migrating an up-to-date database is a no-op."""
+"""The schema: the Alembic migrations and the declared tables build the same one, a blank database
+is built from the tables, an older one upgraded by the migrations, and migrating an up-to-date
+database is a no-op."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -11,10 +17,11 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Table, TableClause, column, insert, table, text, update
+from sqlalchemy import Connection, Table, TableClause, column, insert, inspect, table, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tests.contract.released import ADMITTED_AT, RELEASED_SCHEMA, migrate_url_to
+from tests.support.postgres import postgres_database, postgres_url
 from turngate.service.codec import dump_session
 from turngate.service.core import (
     AdmissionMode,
@@ -32,7 +39,7 @@ from turngate.service.core import (
 from turngate.service.ledger.record import Write, ledger_write, recording
 from turngate.service.ports.store import StoreUnavailable
 from turngate.service.sql.engine import make_engine
-from turngate.service.sql.migrate import alembic_config, is_migrated, migrate
+from turngate.service.sql.migrate import HEAD, REVISIONS, alembic_config, is_migrated, migrate
 from turngate.service.sql.tables import metadata, session_activity, sessions, turns
 from turngate.service.store.sql import open_store
 
@@ -97,11 +104,116 @@ async def test_migrate_twice_writes_nothing(database_url: str) -> None:
     assert version == head()
 
 
-async def test_migrations_build_exactly_the_declared_tables(database_url: str) -> None:
-    engine = make_engine(database_url)
+async def test_migrations_build_exactly_the_declared_tables(blank_database_url: str) -> None:
+    await migrate_url_to(blank_database_url, "head")
+
+    engine = make_engine(blank_database_url)
     async with engine.connect() as conn:
         assert await conn.run_sync(differences) == []
     await engine.dispose()
+
+
+def schema_of(conn: Connection) -> dict[str, object]:
+    """Everything the database says of each table: columns (by name: a column a migration added
+    comes last, and nothing reads columns by position), keys, constraints, and each index as the
+    database itself writes it out."""
+    inspector = inspect(conn)
+    if conn.dialect.name == "sqlite":
+        query = "SELECT tbl_name, name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+    else:
+        query = "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
+    index_text = sorted(tuple(row) for row in conn.execute(text(query)))
+    return {
+        "indexes as written": index_text,
+        **{
+            name: {
+                "columns": sorted(
+                    (c["name"], str(c["type"]), c["nullable"], c.get("default"), c.get("autoincrement"))
+                    for c in inspector.get_columns(name)
+                ),
+                "primary key": inspector.get_pk_constraint(name),
+                "indexes": sorted(
+                    (
+                        index["name"],
+                        tuple(index["column_names"]),
+                        index["unique"],
+                        sorted(
+                            (option, str(value)) for option, value in index.get("dialect_options", {}).items()
+                        ),
+                    )
+                    for index in inspector.get_indexes(name)
+                ),
+                "foreign keys": inspector.get_foreign_keys(name),
+                "unique": inspector.get_unique_constraints(name),
+                "checks": inspector.get_check_constraints(name),
+            }
+            for name in sorted(inspector.get_table_names())
+        },
+    }
+
+
+async def schema_at(url: str) -> dict[str, object]:
+    engine = make_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(schema_of)
+    finally:
+        await engine.dispose()
+
+
+async def test_a_blank_database_is_built_from_the_tables_with_the_schema_the_migrations_build(
+    blank_database_url: str, tmp_path: Path
+) -> None:
+    async with another_blank_database(blank_database_url, tmp_path) as built:
+        await migrate(built)
+        await migrate_url_to(blank_database_url, "head")
+
+        assert await schema_at(built) == await schema_at(blank_database_url)
+        assert await is_migrated(built)
+        # The migrations start from the stamp: none of them runs again (it would fail on its tables).
+        await migrate_url_to(built, "head")
+
+
+@asynccontextmanager
+async def another_blank_database(like: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A second blank database of the backend of `like`."""
+    if like.startswith("sqlite"):
+        yield f"sqlite+aiosqlite:///{tmp_path / 'built.db'}"
+        return
+    async with postgres_database() as name:
+        yield postgres_url(name)
+
+
+def test_the_revisions_are_the_migrations_chain_each_in_a_file_named_after_it() -> None:
+    script = ScriptDirectory.from_config(alembic_config())
+    chain = tuple(revision.revision for revision in reversed(list(script.walk_revisions())))
+    assert chain == REVISIONS
+    assert head() == HEAD
+    names = [
+        entry.name
+        for entry in (files("turngate.service.sql") / "migrations" / "versions").iterdir()
+        if entry.name.endswith(".py")
+    ]
+    assert sorted(name.partition("_")[0] for name in names) == sorted(chain)
+
+
+def test_a_process_that_builds_or_finds_this_releases_schema_never_imports_alembic(
+    blank_database_url: str,
+) -> None:
+    """Alembic (with Mako, which loads Pygments' lexers where Pygments is installed) is a tenth
+    of a second of every start: only a database at an older revision needs it."""
+    program = f"""
+import asyncio, sys
+import turngate.service.server
+from turngate.service.sql.migrate import is_migrated, migrate
+asyncio.run(migrate({blank_database_url!r}))
+asyncio.run(migrate({blank_database_url!r}))
+assert asyncio.run(is_migrated({blank_database_url!r}))
+print(sorted(name for name in sys.modules if name.partition(".")[0] in ("alembic", "mako")))
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 async def test_a_database_is_migrated_at_the_newest_schema_or_at_one_a_newer_release_made(
@@ -322,6 +434,9 @@ async def test_migrations_of_two_databases_at_once_in_one_process_each_complete(
     """Servers sharing a process (or a store and its ledger) migrate at once: Alembic keeps the
     running migration in module globals, so they take turns instead of clobbering them."""
     urls = [f"sqlite+aiosqlite:///{tmp_path / f'db{i}.sqlite'}" for i in range(4)]
+    # At an older revision, so that each migration is Alembic's (a blank one is built without it).
+    for url in urls:
+        await migrate_url_to(url, RELEASED_SCHEMA)
 
     await asyncio.gather(*map(migrate, urls))
 

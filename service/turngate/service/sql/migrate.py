@@ -1,8 +1,16 @@
-"""Bringing a database's schema to the newest migration, with Alembic configured in code.
+"""Bringing a database's schema to the newest migration.
+
+A blank database is built from the declared tables (`sql/tables.py`) and stamped at the newest
+revision, as Alembic recommends for a new database; one at an older revision is upgraded by the
+Alembic migrations (`migrations/`), configured in code. A test proves that both ways build the
+same schema. Reading a database's revision needs no Alembic, so a process whose database is
+blank or already this release's never imports it (docs/decisions.md, "The ledger and its
+projector").
 
 A new revision is written against a migrated database with
 `alembic.command.revision(alembic_config(), "message", autogenerate=True)` run inside
-`AsyncConnection.run_sync`, with the connection set as `config.attributes["connection"]`.
+`AsyncConnection.run_sync`, with the connection set as `config.attributes["connection"]`; its
+file is named after its revision (`0011_what.py` holds revision "0011").
 """
 
 from __future__ import annotations
@@ -11,28 +19,58 @@ import asyncio
 import logging
 import weakref
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, event, func, select
+from sqlalchemy import (
+    Column,
+    Connection,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    event,
+    func,
+    inspect,
+    select,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from turngate.service.sql.engine import dispose, make_engine, unavailable_on_failure
+from turngate.service.sql.tables import metadata
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger("turngate.schema")
 
 # The PostgreSQL advisory lock that serializes migrations ("turngate" in ASCII).
 _MIGRATION_LOCK = 0x7475726E67617465
+_MIGRATIONS = files("turngate.service.sql") / "migrations"
+# Every revision this release ships, oldest first: each migration's file is named after it.
+REVISIONS = tuple(
+    sorted(
+        entry.name.partition("_")[0]
+        for entry in (_MIGRATIONS / "versions").iterdir()
+        if entry.name.endswith(".py") and entry.name[:1].isdigit()
+    )
+)
+HEAD = REVISIONS[-1]
+# Where Alembic records the revision a database is at, as Alembic itself creates it.
+_VERSION = Table(
+    "alembic_version",
+    MetaData(),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
 
 
 def alembic_config() -> Config:
     """Alembic's configuration for the migrations shipped in this package (no alembic.ini)."""
+    from alembic.config import Config
+
     config = Config()
-    config.set_main_option("script_location", str(files("turngate.service.sql") / "migrations"))
+    config.set_main_option("script_location", str(_MIGRATIONS))
     return config
 
 
@@ -87,15 +125,30 @@ def _begin_immediate(engine: AsyncEngine) -> None:
 
 
 def _upgrade(connection: Connection) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Upgrades to the newest schema; the revisions before and after."""
+    """Brings the schema to the newest, in the transaction begun; the revisions before and after."""
+    before = _current_revisions(connection)
+    if before == (HEAD,):
+        return before, before
     if connection.dialect.name == "postgresql":
         # Replicas starting together on a new database would otherwise race to create the tables.
         connection.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
-    before = _current_revisions(connection)
-    config = alembic_config()
-    config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+        before = _current_revisions(connection)
+    if not before and not set(metadata.tables) & set(inspect(connection).get_table_names()):
+        _create(connection)
+    else:
+        from alembic import command
+
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
     return before, _current_revisions(connection)
+
+
+def _create(connection: Connection) -> None:
+    """Builds the newest schema on a blank database and stamps it with the newest revision."""
+    metadata.create_all(connection)
+    _VERSION.create(connection)
+    connection.execute(_VERSION.insert().values(version_num=HEAD))
 
 
 async def is_migrated(url: str) -> bool:
@@ -105,13 +158,14 @@ async def is_migrated(url: str) -> bool:
     try:
         with unavailable_on_failure():
             async with engine.connect() as conn:
-                current = await conn.run_sync(_current_revisions)
+                current = set(await conn.run_sync(_current_revisions))
     finally:
         await dispose(engine)
-    script = ScriptDirectory.from_config(alembic_config())
-    known = {revision.revision for revision in script.walk_revisions()}
-    return bool(current) and (set(current) == set(script.get_heads()) or not set(current) <= known)
+    return bool(current) and (current == {HEAD} or not current <= set(REVISIONS))
 
 
 def _current_revisions(connection: Connection) -> tuple[str, ...]:
-    return MigrationContext.configure(connection).get_current_heads()
+    """The revisions the database is at (none: it has never been migrated)."""
+    if not inspect(connection).has_table(_VERSION.name):
+        return ()
+    return tuple(connection.scalars(select(_VERSION.c.version_num)))

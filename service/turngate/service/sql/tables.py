@@ -1,6 +1,8 @@
 """The SQL schema: the store's session rows and the ledger's history, in one MetaData.
 
-Alembic migrations (sql/migrations) create these tables; nothing calls `create_all`.
+A blank database gets these tables by `create_all` and is stamped at the newest revision; the
+Alembic migrations (sql/migrations) bring an older one to the same schema, as a test checks
+(sql/migrate.py).
 Times are store-clock µs since the epoch; enums are stored as their contract numbers. Every
 primary key starts with `project_id` (I11).
 """
