@@ -2,6 +2,6 @@
 
 import sys
 
-from turngate.service.cli import main
+from turngate.service.entry import main
 
 sys.exit(main())

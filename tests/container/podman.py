@@ -106,3 +106,8 @@ def build() -> Built:
     seconds = time.monotonic() - started
     size = int(podman("image", "inspect", "--format", "{{.Size}}", IMAGE).stdout.strip())
     return Built(IMAGE, seconds, size)
+
+
+if __name__ == "__main__":
+    # `python3 -m tests.container.podman`: .ci/run builds the stand-in base early, in the background.
+    ensure_stand_in_base()

@@ -3,6 +3,9 @@
 # a minimal Debian bookworm with python3 and venv, imported as image TAG (kept between runs).
 set -euo pipefail
 tag=${1:?usage: stand_in_base.sh TAG}
+# One build at a time: a second caller (the tests, while .ci/run's early build runs) waits for it.
+exec 9>"${TMPDIR:-/tmp}/turngate-stand-in-base.lock"
+flock 9
 if podman image exists "$tag"; then exit 0; fi
 mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
 mirror=${mirror:-http://deb.debian.org/debian}

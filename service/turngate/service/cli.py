@@ -1,4 +1,3 @@
-# PYTHON_ARGCOMPLETE_OK (argcomplete's global activation looks for this marker)
 """The `turngate` command: the service (`serve`, `migrate`, `project`, `prune`) and the operator
 commands (`operate`). Exit codes (`operate.ExitCode`): 0 ok, 1 runtime failure, 2 usage or invalid settings;
 3 to 7 and 130 for operator commands."""
