@@ -47,6 +47,7 @@ from turngate.service.store.redis.keys import (
     session_of,
 )
 from turngate.service.store.redis.replication import NO_REPLICATION, Replication
+from turngate.service.store.redis.script import evaluated
 
 _ACK = files("turngate.service.store.redis").joinpath("outbox_ack.lua").read_text()
 _DEAD_LETTER = files("turngate.service.store.redis").joinpath("dead_letter.lua").read_text()
@@ -287,9 +288,10 @@ class RedisOutbox(Outbox):
         for name, value in fields.items():
             entry += [name, value]
         with unavailable_on_failure():
-            written = await self._dead_letter(
-                keys=[self.keys.dead_letters(bucket), self.keys.dead_letter_index(bucket)],
-                args=[about, *entry],
+            written = await evaluated(
+                self._dead_letter,
+                [self.keys.dead_letters(bucket), self.keys.dead_letter_index(bucket)],
+                [about, *entry],
             )
         return bool(written)
 
@@ -322,7 +324,7 @@ class RedisOutbox(Outbox):
         with unavailable_on_failure():
             if isinstance(self._redis, RedisCluster):
                 outcomes = await asyncio.gather(
-                    *(call.script(keys=call.keys, args=call.args) for call in calls), return_exceptions=True
+                    *(evaluated(call.script, call.keys, call.args) for call in calls), return_exceptions=True
                 )
                 for outcome in outcomes:
                     if isinstance(outcome, BaseException):

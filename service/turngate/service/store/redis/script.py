@@ -1,6 +1,6 @@
 """The Redis store's scripts, and the one way the compare-and-set script is run: on a connection
 held for it, with the commands that confirm it in the same round trip, its failures classified by
-whether the script had left (connection.failure)."""
+whether the script had left (connection.failure); the other scripts run by `evaluated`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 from redis.asyncio.connection import AbstractConnection
+from redis.commands.core import AsyncScript
+from redis.typing import EncodableT, KeyT
 
 from turngate.service.codec import dump_event_body, dump_session
 from turngate.service.core import ClockWindow, Decision, SessionKey
@@ -98,3 +100,14 @@ async def _reply(connection: AbstractConnection) -> Any:
         return await connection.read_response()
     except redis_errors.ResponseError as error:
         return error
+
+
+async def evaluated(script: AsyncScript, keys: Sequence[KeyT], args: Sequence[EncodableT] = ()) -> Any:
+    """`script` run on the node that serves `keys`: by its SHA, else by its text. redis-py loads a
+    script Redis lacks and tries once more, but on a Redis Cluster it loads it where its map of
+    the nodes says, which lags a failover: a master promoted meanwhile can lack it still, and
+    only the text is sure to run there (Redis then keeps it)."""
+    try:
+        return await script(keys=keys, args=args)
+    except redis_errors.NoScriptError:
+        return await script.registered_client.eval(script.script, len(keys), *keys, *args)  # type: ignore[arg-type]

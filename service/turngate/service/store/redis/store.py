@@ -58,6 +58,7 @@ from turngate.service.store.redis.script import (
     UNRECORDED,
     change_args,
     entry_fields,
+    evaluated,
     run_cas,
     window_args,
 )
@@ -208,7 +209,7 @@ class RedisStore(CompareAndSetStore):
 
     async def unrecorded(self, key: SessionKey) -> Unrecorded:
         with unavailable_on_failure():
-            doc, entries = await self._unrecorded(keys=[self.keys.doc(key), self.keys.log(key)])
+            doc, entries = await evaluated(self._unrecorded, [self.keys.doc(key), self.keys.log(key)])
         state = Session() if doc is None else load_session(doc)
         return Unrecorded(state, tuple(log_event(entry_id, entry_fields(raw)) for entry_id, raw in entries))
 
@@ -315,7 +316,7 @@ class RedisStore(CompareAndSetStore):
             await self.now()
         args: list[str | int] = [0, 0, self._clock.now(), BEHIND_LIMIT_US, AHEAD_LIMIT_US, "", "", ""]
         with unavailable_on_failure():
-            await self._cas(keys=self.keys.probe(), args=args)
+            await evaluated(self._cas, self.keys.probe(), args)
 
     async def close(self) -> None:
         if self._lender is not None:
