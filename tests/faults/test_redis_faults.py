@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import logging
 from pathlib import Path
@@ -89,6 +90,29 @@ async def test_redis_killed_between_read_and_write_fails_the_apply_and_writes_no
     assert await contents(redis_server, keys) == before, "the document, its log and the outbox as they were"
     retried = await store.apply(KEY, open_call("t1", generation, "c2"))
     assert [e.seq for e in retried.events] == [3], "the same store goes on once Redis is back"
+
+
+async def test_a_store_closed_after_redis_was_down_and_back_leaves_no_connection_open(
+    redis_server: PrivateRedis, keys: Keyspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failure marks redis-py's cluster client for re-reading the topology, and its `aclose`
+    then closes nothing; the store's writes connect its nodes' connections all the same. Closing
+    the store disconnects them (connection.close_client): a connection left open is reported
+    (`Unclosed ClusterNode`, logged by asyncio) whenever the collector frees its node, in the
+    middle of whatever else the process does."""
+    store = open_redis_store(redis_server.url, keys)
+    generation = (await admit(store, KEY, "t1")).generation
+    await redis_server.kill()
+    with pytest.raises(StoreUnavailable):
+        await store.load(KEY)
+    await redis_server.start()
+    await store.apply(KEY, open_call("t1", generation, "c1"))
+
+    await store.close()
+    del store
+    gc.collect()
+    unclosed = [record.getMessage() for record in caplog.records if "Unclosed" in record.getMessage()]
+    assert not unclosed, "every connection closed with the store"
 
 
 async def test_no_acknowledged_admission_or_settlement_is_lost_when_redis_is_killed_and_restarted(

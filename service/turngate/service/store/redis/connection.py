@@ -84,6 +84,19 @@ def client_for(where: RedisUrl, timeout: float, *, pooled: bool = True) -> Clien
     return Redis.from_pool(pool)
 
 
+async def close_client(client: Client) -> None:
+    """Closes `client` and every connection it made. A cluster client that a failure marked for
+    re-reading the topology is one redis-py's `aclose` takes for never opened, and closes nothing
+    of: its nodes are disconnected here as well (a connection left open outlives the client, and
+    its node reports it when collected)."""
+    await client.aclose()
+    if isinstance(client, RedisCluster):
+        nodes = client.nodes_manager
+        await asyncio.gather(
+            *(node.disconnect() for node in (*nodes.nodes_cache.values(), *nodes.startup_nodes.values()))
+        )
+
+
 class _QueueingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
     """The primary's pool, in which callers queue for a connection as in the one-server pool."""
 

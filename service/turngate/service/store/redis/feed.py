@@ -24,7 +24,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from turngate.service.core import NO_EPOCH, Event, SessionKey
 from turngate.service.redis_url import RedisUrl
-from turngate.service.store.redis.connection import UNAVAILABLE_ERRORS, client_for, unavailable
+from turngate.service.store.redis.connection import UNAVAILABLE_ERRORS, client_for, close_client, unavailable
 from turngate.service.store.redis.keys import Keyspace, LogEntries, epoch_of, log_event, log_id, seq_of
 
 _log = logging.getLogger(__name__)
@@ -209,7 +209,7 @@ class ClusterLogFeed:
     async def close(self) -> None:
         for feed in self._buckets.values():
             await feed.close()
-        await self._cluster.aclose()
+        await close_client(self._cluster)
 
     def _owner_of(self, bucket: int) -> Endpoints:
         slot_key = self._keys.deadlines(bucket)

@@ -34,7 +34,7 @@ from turngate.service.ports.outbox import (
     described,
 )
 from turngate.service.store.redis.buckets import each_bucket
-from turngate.service.store.redis.connection import Client, unavailable_on_failure
+from turngate.service.store.redis.connection import Client, close_client, unavailable_on_failure
 from turngate.service.store.redis.keys import (
     LEDGER_GROUP,
     Keyspace,
@@ -314,7 +314,7 @@ class RedisOutbox(Outbox):
         return sum(int(length) for length in lengths)
 
     async def close(self) -> None:
-        await self._redis.aclose()
+        await close_client(self._redis)
 
     async def _run(self, calls: Sequence[ScriptCall]) -> list[Any]:
         """Script calls in one round trip: pipelined on one server, sent all at once on a Redis

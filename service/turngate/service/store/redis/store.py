@@ -48,6 +48,7 @@ from turngate.service.store.redis.connection import (
     POOL_SIZE,
     POOL_TIMEOUT_S,
     Client,
+    close_client,
     unavailable_on_failure,
 )
 from turngate.service.store.redis.held import ConnectionLender, HeldConnection
@@ -321,4 +322,4 @@ class RedisStore(CompareAndSetStore):
     async def close(self) -> None:
         if self._lender is not None:
             await self._lender.close()
-        await self.client.aclose()
+        await close_client(self.client)
