@@ -45,6 +45,7 @@ from turngate.service.core import (
     TurnOutcome,
 )
 from turngate.service.ports.store import BeforeWrite, StoreContention, Unrecorded
+from turngate.service.store.redis import store as redis_store_module
 from turngate.service.store.redis.connection import POOL_SIZE
 from turngate.service.store.redis.keys import Keyspace, member
 from turngate.service.store.redis.store import RedisStore
@@ -132,8 +133,14 @@ def sessions_in_distinct_buckets(keys: Keyspace, count: int) -> list[SessionKey]
 
 
 async def test_two_writers_deciding_on_one_version_both_commit_one_after_a_retry(
-    open_replica: OpenRedisStore, redis_client: Redis, redis_keyspace: Keyspace
+    open_replica: OpenRedisStore,
+    redis_client: Redis,
+    redis_keyspace: Keyspace,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A decision held at the barrier, or on its way, longer than the clock's bound (a loaded
+    # machine) is refused by the script and taken again: more attempts than the race's one retry.
+    monkeypatch.setattr(redis_store_module, "BEHIND_LIMIT_US", 60 * SECOND)
     first, second = open_replica(), open_replica()
     lease = await admit(first, KEY, "t1")
     both_decided = asyncio.Barrier(2)
