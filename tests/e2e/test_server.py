@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
@@ -203,3 +205,42 @@ async def test_internal_error_reaches_the_client_as_internal_without_a_traceback
         for leak in ("Traceback", "File ", "not a number", "ValidationError", "next_seq"):
             assert leak not in shown
     assert len([r for r in caplog.records if r.exc_info]) == len(failures)
+
+
+# What a process imports only for what it uses: Redis's client for a Redis store, the HTTP stack for
+# an HTTP or metrics listener (docs/decisions.md, "The cost of a start").
+FOR_REDIS_OR_HTTP = ("redis", "hypercorn", "connectrpc", "starlette")
+
+
+@pytest.mark.parametrize(
+    ("listeners", "imported"),
+    [
+        ({}, []),
+        (
+            {"http_listen": "127.0.0.1:0", "metrics_listen": "127.0.0.1:0"},
+            ["connectrpc", "hypercorn", "starlette"],
+        ),
+    ],
+    ids=["grpc-only", "with-http-and-metrics"],
+)
+def test_a_server_on_the_embedded_store_imports_redis_and_the_http_stack_only_for_what_it_serves(
+    tmp_path: Path, listeners: dict[str, str], imported: list[str]
+) -> None:
+    store = f"sqlite+aiosqlite:///{tmp_path}/turngate.db"
+    program = f"""
+import asyncio, sys
+from prometheus_client import CollectorRegistry
+from turngate.service.config import Settings
+from turngate.service.server import TurngateServer, metrics_served
+
+async def main() -> None:
+    settings = Settings(listen="127.0.0.1:0", store={store!r}, **{listeners!r})
+    async with TurngateServer(settings), metrics_served(settings, CollectorRegistry()):
+        pass
+
+asyncio.run(main())
+print(sorted({{name.partition(".")[0] for name in sys.modules}} & set({FOR_REDIS_OR_HTTP!r})))
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(imported)

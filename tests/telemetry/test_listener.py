@@ -25,7 +25,7 @@ from tests.support.waiting import eventually
 from turngate.client import __version__
 from turngate.service.config import Settings
 from turngate.service.server import TurngateServer, metrics_served
-from turngate.service.telemetry import listener
+from turngate.service.telemetry import probes
 from turngate.v1 import turngate_pb2 as pb
 
 SESSION = pb.SessionRef(project_id="p-telemetry", session_id="s-listened")
@@ -136,7 +136,7 @@ async def test_readyz_answers_503_while_draining_and_healthz_still_200(tmp_path:
 async def test_readyz_answers_503_until_a_server_follows_then_what_its_health_says(
     own_server: OwnServer,
 ) -> None:
-    listener.forget()
+    probes.forget()
     address = f"127.0.0.1:{free_port()}"
     try:
         async with metrics_served(Settings(metrics_listen=address), CollectorRegistry()):
@@ -152,7 +152,7 @@ async def test_readyz_answers_503_until_a_server_follows_then_what_its_health_sa
             # Stopped: drained, so no longer ready.
             assert await asyncio.to_thread(get, address, "/readyz") == (503, "not ready\n")
     finally:
-        listener.forget()
+        probes.forget()
 
 
 async def test_a_refusal_and_a_bad_request_are_logged_at_debug_by_reason_only(

@@ -10,7 +10,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Sized
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 import grpc
@@ -31,7 +31,7 @@ from turngate.service.auth.gatekeeper import Gatekeeper
 from turngate.service.auth.principals import load_tokens
 from turngate.service.auth.session_tokens import load_keys
 from turngate.service.auth.tls import ServerCertificates, TlsError
-from turngate.service.backends import Backend, ledger_url, open_backend, projector_for, when_migrated
+from turngate.service.backends import Backend, ledger_url, open_backend, when_migrated
 from turngate.service.config import Settings, host_and_port, microseconds, sqlite_file_of
 from turngate.service.health import LIVENESS, STORE, Health, follow_store
 from turngate.service.redis_url import REDIS_SCHEMES
@@ -41,16 +41,15 @@ from turngate.service.sql.engine import dispose, make_engine
 from turngate.service.store.cas import CompareAndSetStore
 from turngate.service.supervise import Supervisor
 from turngate.service.telemetry import instrument
-from turngate.service.telemetry.listener import app as metrics_app
 from turngate.service.telemetry.metrics import Sources
 from turngate.service.watch import WatchHub
 from turngate.service.watchdog import Watchdog
-from turngate.service.web.app import application
 from turngate.service.web.connections import ConnectionGate, ConnectionLimits
-from turngate.service.web.hosts import LOOPBACK_NAMES
-from turngate.service.web.listener import HttpListener
 from turngate.service.web.private_socket import PrivateSocket
 from turngate.v1 import turngate_pb2 as pb
+
+if TYPE_CHECKING:
+    from turngate.service.web.listener import HttpListener
 
 log = logging.getLogger("turngate.server")
 SERVICE_NAMES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by_name.values())
@@ -181,6 +180,10 @@ class TurngateServer:
         return self._bridge_socket.target
 
     async def _start_http(self, bridge_target: str) -> None:
+        # Imported only by a process that serves HTTP (docs/decisions.md, "The cost of a start").
+        from turngate.service.web.app import application
+        from turngate.service.web.listener import HttpListener
+
         settings = self.settings
         assert settings.http_listen is not None
         # Replies (a turn's history) may exceed the request limit; the gRPC server bounds requests.
@@ -271,6 +274,8 @@ class TurngateServer:
 def _served_names(listen: str) -> frozenset[str]:
     """The host names an HTTP listener with authentication off answers to besides loopback's:
     its listen address's host, unless that is every address."""
+    from turngate.service.web.hosts import LOOPBACK_NAMES
+
     host = host_and_port(listen)[0]
     return frozenset() if host in ("0.0.0.0", "::") else frozenset({host}) - LOOPBACK_NAMES
 
@@ -281,6 +286,9 @@ async def metrics_served(settings: Settings, registry: CollectorRegistry | None)
     if settings.metrics_listen is None or registry is None:
         yield
         return
+    from turngate.service.telemetry.listener import app as metrics_app
+    from turngate.service.web.listener import HttpListener
+
     listener = HttpListener(
         settings.metrics_listen, metrics_app(registry), settings, ConnectionGate(METRICS_LIMITS)
     )
@@ -452,6 +460,8 @@ async def project(settings: Settings, prometheus: CollectorRegistry | None = Non
 
 
 async def _project(settings: Settings) -> None:
+    from turngate.service.backends.redis import projector_for  # the one kind that has a projector
+
     signalled = _first_signal()
     engine = make_engine(ledger_url(settings))
     projector = projector_for(settings, engine)

@@ -1,6 +1,6 @@
 """The kinds of store a URL names, and what each asks of a deployment: whether the history lives
 in a ledger of its own (`--ledger`), and whether replicas hear each other's commits (so several
-processes may serve one port: `serve --workers N`). The composition root (`backends.py`) opens
+processes may serve one port: `serve --workers N`). The composition root (`backends/`) opens
 each kind; adding a store is a kind here and an opener there (docs/architecture.md, "Adding a
 store")."""
 

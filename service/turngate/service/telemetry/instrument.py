@@ -10,7 +10,7 @@ import grpc
 
 from turngate.client._version import __version__
 from turngate.service.ports.store import Store
-from turngate.service.telemetry import listener, logs, traces
+from turngate.service.telemetry import logs, probes, traces
 from turngate.service.telemetry.attributes import prefixed
 from turngate.service.telemetry.metrics import Sampler, Sources, process_metrics
 from turngate.service.telemetry.rpc import Measured
@@ -27,13 +27,13 @@ class Instrumented:
 
 
 def server(
-    store: Store, sources: Sources, *, store_kind: str, live: listener.Probe, ready: listener.Probe
+    store: Store, sources: Sources, *, store_kind: str, live: probes.Probe, ready: probes.Probe
 ) -> Instrumented:
     """Logs the store's commits; traces if a tracer provider is installed; counts its decisions,
     measures its RPCs, reports its build and samples `sources` for the gauges if a meter provider
     is. The metrics listener's `/healthz` and `/readyz` answer `live()` and `ready()`."""
     store.add_listener(logs.log_events)
-    listener.follow(live=live, ready=ready)
+    probes.follow(live=live, ready=ready)
     traces.enable()
     interceptors = traces.server_interceptors()
     process = process_metrics()

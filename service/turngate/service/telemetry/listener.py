@@ -14,39 +14,11 @@ front of its `make_asgi_app`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from prometheus_client import CollectorRegistry, make_asgi_app
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-Probe = Callable[[], bool]
-
-
-class _Probes:
-    """What `/healthz` and `/readyz` ask; the server that follows last wins."""
-
-    live: Probe = staticmethod(lambda: True)
-    ready: Probe = staticmethod(lambda: False)
-    followed = False
-
-
-_probes = _Probes()
-
-
-def follow(*, live: Probe, ready: Probe) -> None:
-    """From now on `/healthz` answers 200 when `live()` and `/readyz` when `ready()`, else 503."""
-    _probes.live, _probes.ready, _probes.followed = live, ready, True
-
-
-def forget() -> None:
-    """Back to no server followed: `/readyz` answers 503."""
-    _probes.live, _probes.ready, _probes.followed = _Probes.live, _Probes.ready, False
-
-
-def readiness() -> bool | None:
-    """Whether the server followed is ready; None if none is (the `turngate.ready` gauge)."""
-    return _probes.ready() if _probes.followed else None
+from turngate.service.telemetry.probes import is_live, is_ready
 
 
 def app(registry: CollectorRegistry) -> ASGIApp:
@@ -61,9 +33,9 @@ def app(registry: CollectorRegistry) -> ASGIApp:
                 await metrics(scope, receive, send)
                 return
             case "/healthz":
-                answer = _answer(_probes.live(), "live")
+                answer = _answer(is_live(), "live")
             case "/readyz":
-                answer = _answer(_probes.ready(), "ready")
+                answer = _answer(is_ready(), "ready")
             case _:
                 answer = PlainTextResponse("not found: /metrics, /healthz or /readyz\n", 404)
         await answer(scope, receive, send)

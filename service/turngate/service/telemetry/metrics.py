@@ -60,7 +60,7 @@ from turngate.service.core import (
     TurnSettled,
 )
 from turngate.service.ports.store import Applied, StoreUnavailable
-from turngate.service.telemetry import listener, rpc
+from turngate.service.telemetry import probes, rpc
 from turngate.service.telemetry.attributes import Fields, prefixed
 
 SAMPLE_INTERVAL_S = 1.0
@@ -267,7 +267,7 @@ class Metrics:
         return observe
 
     def _ready(self, _options: CallbackOptions) -> Iterable[Observation]:
-        ready = listener.readiness()
+        ready = probes.readiness()
         return [] if ready is None else [Observation(int(ready))]
 
     def _restarts(self, _options: CallbackOptions) -> Iterable[Observation]:
