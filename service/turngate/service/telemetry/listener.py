@@ -4,7 +4,7 @@ its HTTP listener machinery, in its event loop and with the same bounds on stran
 (web/listener.py).
 
 `/healthz` and `/readyz` answer what the gRPC health service says (`liveness` and the overall
-status ""), handed in by the server with `follow`: the probes of an orchestrator that cannot speak
+status ""), handed in by the server with `probes.follow`: the probes of an orchestrator that cannot speak
 gRPC see the same thing as gRPC health checks. Before a server follows (or in a process without
 one) `/readyz` answers 503; `/healthz` answers 200 while the process serves.
 
