@@ -37,10 +37,12 @@ WRITES = (
     pb.MoveQueuedTurnRequest,
 )
 # A runner must get a heartbeat through within its lease: reconnect within ~2 s of the service
-# coming back, not gRPC's default of up to 2 minutes. `channel_options` may override these.
+# coming back, not gRPC's default of up to 2 minutes. `channel_options` may override these. Not
+# `grpc.min_reconnect_backoff_ms`: gRPC's core takes it for the least time a connection attempt is
+# given (20 s by default), and a server slower than that to answer a connection failed every call
+# UNAVAILABLE (docs/decisions.md, "Python SDK").
 RECONNECT_OPTIONS: dict[str, Any] = {
     "grpc.initial_reconnect_backoff_ms": 100,
-    "grpc.min_reconnect_backoff_ms": 100,
     "grpc.max_reconnect_backoff_ms": 2000,
 }
 
