@@ -1,11 +1,10 @@
 """Servers a replica can be started before: a `redis-server` of the test's own that answers only
-once the test starts it, and a TCP forwarder that makes a server (PostgreSQL) reachable only from
-the moment the test starts it."""
+once the test starts it (a server such as PostgreSQL is made so by tests/support/relay.py's
+`TcpForwarder`)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 
 from redis.asyncio import Redis
@@ -52,51 +51,3 @@ class PrivateRedis:
             self._process.terminate()
             async with asyncio.timeout(PROCESS_TIMEOUT_S):
                 await self._process.wait()
-
-
-class TcpForwarder:
-    """Listens on a free `port` once started and pipes every connection to `target`: a server
-    behind it is unreachable (connection refused) until `start()`."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.port = free_port()
-        self._target = target
-        self._server: asyncio.Server | None = None
-        self._pipes: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for pipe in list(self._pipes):
-            pipe.cancel()
-        await asyncio.gather(*self._pipes, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    async def _forward(
-        self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter
-    ) -> None:
-        server_reader, server_writer = await asyncio.open_connection(*self._target)
-        pipes = [
-            asyncio.create_task(_pipe(client_reader, server_writer)),
-            asyncio.create_task(_pipe(server_reader, client_writer)),
-        ]
-        self._pipes.update(pipes)
-        for pipe in pipes:
-            pipe.add_done_callback(self._pipes.discard)
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65_536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError, OSError):
-            await writer.wait_closed()

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.replicas.late_servers import TcpForwarder
 from tests.support.calls import admit, complete, get_turn, record_call, record_interaction, resolve, snapshot
 from tests.support.logs import ledger_logs, wait_for_ledger
 from tests.support.postgres import postgres_address, postgres_url
+from tests.support.relay import TcpForwarder
 from tests.support.replicas import (
     Deployment,
     acting_through,

@@ -13,11 +13,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.replicas.late_servers import PrivateRedis, TcpForwarder
+from tests.replicas.late_servers import PrivateRedis
 from tests.support.calls import admit, get_turn, refused
 from tests.support.logs import ledger_logs, logged, wait_for_ledger
 from tests.support.postgres import postgres_address, postgres_url
 from tests.support.processes import SERVICES, connect, free_port, health_of, health_reaches
+from tests.support.relay import TcpForwarder
 from tests.support.replicas import Deployment, assert_no_tracebacks, key_of, new_session
 from tests.support.servers import Client, client_for
 from tests.support.shared_redis import REDIS_SERVER, delete_prefix, unique_prefix

@@ -30,6 +30,7 @@ Calls and waiting
 - http_calls.py: Connect and gRPC-Web calls to the HTTP listener (its HTTP client)
 - sockets.py: raw connections to the HTTP listener (HTTP/1.1, or HTTP/2 through bare_h2.py)
 - bare_h2.py: one request over a bare HTTP/2 connection, with headers no client sends
+- relay.py: a TCP forwarder that starts when the test says, and can reach its server late
 - waiting.py: `eventually()` for what nothing signals, and tasks cancelled until they end
 - waiters.py: an SDK runner's turn in a task of its own (places in the queue, its body)
 - backoff.py: the SDK's retries at test speed (`FAST`)
