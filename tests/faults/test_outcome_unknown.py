@@ -70,6 +70,11 @@ def widen_the_clock_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(redis_store, "AHEAD_LIMIT_US", 60 * SECOND)
 
 
+async def admissions(store: RedisStore, key: SessionKey) -> int:
+    """How many times `key`'s log says a turn was admitted."""
+    return sum(event.body.kind == "turn_admitted" for event in await store.events_after(key, 0, 100))
+
+
 def assert_admitted_again(reply: object, first: Admitted | None = None) -> Admitted:
     assert isinstance(reply, Admitted), reply
     assert reply.replayed, "an earlier call admitted it"
@@ -180,10 +185,7 @@ async def test_a_redis_frozen_with_the_script_in_its_socket_is_outcome_unknown_a
         retry = (await store.apply(KEY, ADMIT)).reply
         assert isinstance(retry, Admitted)
         assert not retry.replayed, "the frozen call's decision was refused: this one admitted it"
-        admitted = [
-            event for event in await store.events_after(KEY, 0, 100) if event.body.kind == "turn_admitted"
-        ]
-        assert len(admitted) == 1
+        assert await admissions(store, KEY) == 1
     finally:
         await store.close()
         server.kill()
@@ -210,6 +212,41 @@ async def test_a_redis_script_whose_reply_is_cut_off_is_outcome_unknown_and_a_re
                     await store.apply(KEY, ADMIT)
                 assert proxy.cuts == 1
                 assert_admitted_again((await store.apply(KEY, ADMIT)).reply)
+            finally:
+                await store.close()
+    finally:
+        server.kill()
+
+
+@pytest.mark.redis
+async def test_a_pipe_cut_with_many_writes_waiting_leaves_each_unknown_and_each_retry_admits_its_turn_once(
+    tmp_path: Path, keys: Keyspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent admissions share the node's pipe (store/redis/pipeline.py): the connection cut
+    with their scripts on it fails every one of them as of unknown outcome (or, not yet written,
+    not applied), never as refused; sent again, each admits its turn exactly once."""
+    widen_the_clock_window(monkeypatch)
+    server = DurableRedis(tmp_path)
+    server.start()
+    proxy = CuttingProxy(("127.0.0.1", server.port))
+    sessions = [SessionKey(KEY.project_id, f"piped-{i}") for i in range(20)]
+    try:
+        async with proxy.running():
+            store = RedisStore(
+                connect(f"redis://127.0.0.1:{proxy.port}/0", 2.0), keys, retention=REDIS_RETENTION
+            )
+            try:
+                await admit(store, KEY, "t0")  # the pipe open and the script loaded
+                proxy.cut(at=b"EVALSHA")
+                outcomes = await asyncio.gather(
+                    *(store.apply(key, ADMIT) for key in sessions), return_exceptions=True
+                )
+                assert proxy.cuts == 1
+                assert all(isinstance(o, (WriteOutcomeUnknown, StoreUnavailable)) for o in outcomes), outcomes
+                assert any(isinstance(o, WriteOutcomeUnknown) for o in outcomes)
+                for key in sessions:
+                    assert isinstance((await store.apply(key, ADMIT)).reply, Admitted)
+                    assert await admissions(store, key) == 1, key
             finally:
                 await store.close()
     finally:

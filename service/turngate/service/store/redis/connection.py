@@ -204,6 +204,18 @@ async def send_at_once(connection: AbstractConnection, data: bytes) -> None:
             await writer.drain()
 
 
+async def replies_of(connection: AbstractConnection, count: int) -> list[Any]:
+    """The next `count` replies on `connection`; an error reply as its exception, so the replies
+    after it are read too."""
+    replies: list[Any] = []
+    for _ in range(count):
+        try:
+            replies.append(await connection.read_response())
+        except redis_errors.ResponseError as error:
+            replies.append(error)
+    return replies
+
+
 def unavailable(error: BaseException) -> bool:
     """Whether `error` is Redis being unavailable, not a mistake (for callers that write nothing)."""
     return failure(error, sent=False) is not None

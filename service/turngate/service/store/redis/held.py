@@ -1,6 +1,8 @@
-"""The connections compare-and-set calls hold, one call at a time each.
+"""The compare-and-set's connections: lent by one server's (or the Sentinel-managed primary's)
+lender, or taken from a cluster node, connected; held for one call each (`HeldConnection`, when
+writes wait for replicas) or for a node's pipe's life (pipeline.py).
 
-Both are entered on every write, so both are plain classes: redis-py's blocking pool spends a
+Both classes are entered on every write, so both are plain classes: redis-py's blocking pool spends a
 condition, two timers, a lock and its observability hooks on every checkout, and a generator-based
 context manager costs the event loop a first-iteration hook and a weak reference (docs/
 performance.md, "What changed").
@@ -11,13 +13,15 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from types import TracebackType
+from typing import Any
 
 from redis import exceptions as redis_errors
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection, ConnectionPool
 
 from turngate.service.ports.store import StoreUnavailable
-from turngate.service.store.redis.connection import Client
+from turngate.service.store.redis.connection import Client, replies_of, send_at_once
+from turngate.service.store.redis.resp import Exchange
 
 
 class ConnectionLender:
@@ -47,7 +51,7 @@ class ConnectionLender:
         else:
             connection = await self._wait()
         try:
-            if _closed_by_redis(connection):
+            if closed_by_redis(connection):
                 await connection.disconnect()
             if not connection.is_connected:
                 await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
@@ -91,7 +95,7 @@ class ConnectionLender:
             await connection.disconnect()
 
 
-def _closed_by_redis(connection: Connection) -> bool:
+def closed_by_redis(connection: Connection) -> bool:
     """Whether Redis closed `connection` while it was idle (redis-py's pool reads it to tell)."""
     reader, writer = connection._reader, connection._writer  # no public way to ask
     if reader is None or writer is None:
@@ -99,11 +103,23 @@ def _closed_by_redis(connection: Connection) -> bool:
     return reader.at_eof() or reader.exception() is not None or writer.transport.is_closing()
 
 
+async def connected_from(node: ClusterNode) -> Connection:
+    """A connection of `node`'s, connected; given back to it if it cannot connect."""
+    connection = node.acquire_connection()
+    try:
+        await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    except BaseException:
+        await connection.disconnect()
+        node.release(connection)
+        raise
+    return connection
+
+
 class HeldConnection:
-    """`async with HeldConnection(client, lender, key) as connection`: a connection to the master
-    that holds `key` (the master of its slot, on a cluster, or the cluster's default node for None;
-    else `lender`'s), given back when the block ends. If the block fails it is disconnected first:
-    replies may be left unread, so it is never reused as it is."""
+    """`async with HeldConnection(client, lender, key) as exchange`: an exchange on a connection to
+    the master that holds `key` (the master of its slot, on a cluster, or the cluster's default node
+    for None; else `lender`'s), connected, and given back when the block ends. If the block fails
+    it is disconnected first: replies may be left unread, so it is never reused as it is."""
 
     __slots__ = ("_client", "_connection", "_key", "_lender", "_node")
 
@@ -114,7 +130,7 @@ class HeldConnection:
         self._node: ClusterNode | None = None
         self._connection: Connection | None = None
 
-    async def __aenter__(self) -> Connection:
+    async def __aenter__(self) -> Exchange:
         if isinstance(self._client, RedisCluster):
             client = self._client
             self._node = node = (
@@ -122,11 +138,17 @@ class HeldConnection:
             )
             if node is None:
                 raise StoreUnavailable(f"{self._key}: no node serves its slot")
-            self._connection = connection = node.acquire_connection()
+            self._connection = await connected_from(node)
         else:
             assert self._lender is not None, "a client of one server or Sentinel lends through its lender"
-            self._connection = connection = await self._lender.lend()
-        return connection
+            self._connection = await self._lender.lend()
+        return self._exchange
+
+    async def _exchange(self, data: bytes, replies: int) -> list[Any]:
+        """`data` sent at once on the held connection, and its next `replies` replies."""
+        assert self._connection is not None, "exchanged outside the block"
+        await send_at_once(self._connection, data)
+        return await replies_of(self._connection, replies)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None

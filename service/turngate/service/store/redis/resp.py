@@ -7,7 +7,8 @@ changed"). This packs the same bytes, for the argument types the store sends.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 Argument = str | int | bytes
 
@@ -22,3 +23,8 @@ def packed(commands: Iterable[Sequence[Argument]]) -> bytes:
             data = argument if isinstance(argument, bytes) else str(argument).encode()
             parts += (b"$%d\r\n" % len(data), data, b"\r\n")
     return b"".join(parts)
+
+
+# Sends packed commands and answers with their next replies, this many (an error reply as its
+# exception): on a connection held for the call, or through a node's pipe.
+Exchange = Callable[[bytes, int], Awaitable[list[Any]]]

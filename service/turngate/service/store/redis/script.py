@@ -10,16 +10,15 @@ from importlib.resources import files
 from typing import Any
 
 from redis import exceptions as redis_errors
-from redis.asyncio.connection import AbstractConnection
 from redis.commands.core import AsyncScript
 from redis.typing import EncodableT, KeyT
 
 from turngate.service.codec import dump_event_body, dump_session
 from turngate.service.core import ClockWindow, Decision, SessionKey
 from turngate.service.ports.store import StoreUnavailable
-from turngate.service.store.redis.connection import send_at_once, unavailable_on_failure
+from turngate.service.store.redis.connection import unavailable_on_failure
 from turngate.service.store.redis.keys import member
-from turngate.service.store.redis.resp import packed
+from turngate.service.store.redis.resp import Exchange, packed
 
 CAS = files("turngate.service.store.redis").joinpath("cas.lua").read_text()
 UNRECORDED = files("turngate.service.store.redis").joinpath("unrecorded.lua").read_text()
@@ -64,42 +63,31 @@ def entry_fields(flat: list[bytes]) -> dict[bytes, bytes]:
 
 
 async def run_cas(
-    connection: AbstractConnection,
+    exchange: Exchange,
     keys: list[str],
     args: list[str | int | bytes],
     after: Sequence[tuple[str | int, ...]],
     *,
     writes: bool,
 ) -> list[Any]:
-    """cas.lua's reply on `connection`, then the replies of the commands `after` it (sent in the
+    """cas.lua's reply through `exchange`, then the replies of the commands `after` it (sent in the
     same round trip; a reply Redis failed is its exception), loading the script first if Redis lost
     it (a restart, a SCRIPT FLUSH). Once a script that `writes` is on its way, a failure may leave
     the write applied: its outcome is unknown (connection.failure)."""
     evalsha = ("EVALSHA", CAS_SHA, len(keys), *keys, *args)
-    with unavailable_on_failure():  # nothing has left yet: a connection refused applied nothing
-        await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     with unavailable_on_failure(sent=writes):
         for _ in range(2):
-            await send_at_once(connection, packed([evalsha, *after]))
-            replies = [await _reply(connection) for _ in range(1 + len(after))]
+            replies = await exchange(packed([evalsha, *after]), 1 + len(after))
             if not isinstance(replies[0], redis_errors.NoScriptError):
                 break
-            await connection.send_command("SCRIPT", "LOAD", CAS)
-            await connection.read_response()
+            (loaded,) = await exchange(packed([("SCRIPT", "LOAD", CAS)]), 1)
+            if isinstance(loaded, Exception):
+                raise loaded
         else:
             raise StoreUnavailable("the compare-and-set script could not be loaded")
         if isinstance(replies[0], Exception):
             raise replies[0]
         return replies
-
-
-async def _reply(connection: AbstractConnection) -> Any:
-    """The next reply on `connection`; an error reply as its exception, so the replies after it
-    are read too."""
-    try:
-        return await connection.read_response()
-    except redis_errors.ResponseError as error:
-        return error
 
 
 async def evaluated(script: AsyncScript, keys: Sequence[KeyT], args: Sequence[EncodableT] = ()) -> Any:

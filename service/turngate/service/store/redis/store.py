@@ -7,9 +7,10 @@ after NOSCRIPT: one round trip when this replica already knows the session's cur
 It decides against the document and version it last saw (a session it never saw is taken to be new)
 at an estimate of Redis `TIME` that is never behind it (`clock.StoreClock`), so a decision is never
 stamped before the request that asked for it; and it decides only once it holds the connection the
-script goes out on (to the master of the session's slot, on a cluster), so nothing but that trip
-lies between the decision and the script, and a failure is known to have come before the script
-left, or after (then the write's outcome is unknown: connection.failure). The script confirms the
+script goes out on, or the pipe that concurrent writes share (pipeline.py: to the master of the
+session's slot, on a cluster), so nothing but that trip lies between the decision and the script,
+and a failure is known to have come before the script left, or after (then the write's outcome is
+unknown: connection.failure). The script confirms the
 decision atomically, with the write or, for a decision that changed nothing, alone: the version
 must be unchanged, and the epoch (a document Redis lost and wrote again may reach the same
 version), `TIME` must lie in the decision's clock window (`core.clock_window`: no deadline or
@@ -24,13 +25,12 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import replace
 from typing import Any, cast
 
 from redis import exceptions as redis_errors
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import AbstractConnection
 
 from turngate.service.codec import load_session
 from turngate.service.core import Command, Decision, Event, Retired, Session, SessionKey, clock_window
@@ -53,7 +53,9 @@ from turngate.service.store.redis.connection import (
 )
 from turngate.service.store.redis.held import ConnectionLender, HeldConnection
 from turngate.service.store.redis.keys import Keyspace, LogEntries, log_event, log_id, session_of
+from turngate.service.store.redis.pipeline import Pipes
 from turngate.service.store.redis.replication import NO_REPLICATION, Replication
+from turngate.service.store.redis.resp import Exchange, packed
 from turngate.service.store.redis.script import (
     CAS,
     UNRECORDED,
@@ -120,6 +122,15 @@ class RedisStore(CompareAndSetStore):
             else ConnectionLender(client.connection_pool, POOL_SIZE, POOL_TIMEOUT_S)
         )
         self._known: OrderedDict[SessionKey, tuple[int, Session]] = OrderedDict()
+        # Without replicas to wait for, concurrent writes share a pipe per node; a WAIT would hold
+        # a shared connection until replicas confirm, so with them each write holds its own.
+        self._pipes = None if replication.replicas else Pipes(client, self._lender)
+
+    def _exchange(self, doc: str) -> AbstractAsyncContextManager[Exchange]:
+        """How the write of the session whose document is `doc` reaches its master."""
+        if self._pipes is not None:
+            return self._pipes.exchange(doc)
+        return HeldConnection(self.client, self._lender, doc)
 
     def _unavailable_on_failure(self) -> AbstractContextManager[None]:
         return unavailable_on_failure()
@@ -132,10 +143,10 @@ class RedisStore(CompareAndSetStore):
         if not self._clock.calibrated:
             await self.now()
         try:
-            # Held until the script's reply: a decision made with it in hand has only the trip to
-            # Redis between its `now` and TIME, and what it sends is known to have left, or not
-            # (connection.failure).
-            async with HeldConnection(self.client, self._lender, self.keys.doc(key)) as connection:
+            # The connection (or the node's pipe) in hand, connected: a decision made then has only
+            # the trip to Redis between its `now` and TIME, and what it sends is known to have
+            # left, or not (connection.failure).
+            async with self._exchange(self.keys.doc(key)) as exchange:
                 now = self._clock.now()
                 applied = self._decide(state, command, now, history)
                 decision = applied.decision
@@ -154,7 +165,7 @@ class RedisStore(CompareAndSetStore):
                     *change_args(key, decision, retention=self._retention, max_event_age=self._max_event_age),
                 ]
                 sent = monotonic_us()
-                reply = await self._compare_and_set(connection, key, command, args, writes=decision.changed)
+                reply = await self._compare_and_set(exchange, key, command, args, writes=decision.changed)
                 self._clock.observe(time_of(reply[1:3]), sent, monotonic_us())
         except StoreUnavailable as unavailable:
             if not isinstance(moved := unavailable.__cause__, redis_errors.MovedError):
@@ -173,7 +184,7 @@ class RedisStore(CompareAndSetStore):
 
     async def _compare_and_set(
         self,
-        connection: AbstractConnection,
+        exchange: Exchange,
         key: SessionKey,
         command: Command,
         args: list[str | int | bytes],
@@ -186,7 +197,7 @@ class RedisStore(CompareAndSetStore):
         mark = None if writes else self.keys.replication_mark(self.keys.bucket(key))
         confirm = self._replication.commands(mark)
         keys = self.keys.script_keys(key)
-        reply, *confirmed = await run_cas(connection, keys, args, confirm, writes=writes)
+        reply, *confirmed = await run_cas(exchange, keys, args, confirm, writes=writes)
         if reply[0] != _DONE:
             return reply
         if writes:
@@ -229,10 +240,12 @@ class RedisStore(CompareAndSetStore):
                 sent = monotonic_us()
                 store_now = time_of(await self.client.time())
             else:
-                async with HeldConnection(self.client, self._lender) as connection:
+                async with HeldConnection(self.client, self._lender) as exchange:
                     sent = monotonic_us()
-                    await connection.send_command("TIME")
-                    store_now = time_of(await connection.read_response())
+                    (reply,) = await exchange(packed([("TIME",)]), 1)
+                    if isinstance(reply, Exception):
+                        raise reply
+                    store_now = time_of(reply)
         self._clock.observe(store_now, sent, monotonic_us())
         return store_now
 
@@ -320,6 +333,8 @@ class RedisStore(CompareAndSetStore):
             await evaluated(self._cas, self.keys.probe(), args)
 
     async def close(self) -> None:
+        if self._pipes is not None:
+            await self._pipes.close()
         if self._lender is not None:
             await self._lender.close()
         await close_client(self.client)
