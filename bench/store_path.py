@@ -11,6 +11,11 @@ of this process (threads included) and calls/s, and turngate against the floor. 
 measure for a change to the store's hot path: grpc's own cost, and its spread between runs, are
 not in it (docs/performance.md). Needs Redis at `--redis` (keys under a prefix of the run,
 removed at the end).
+
+A second table times the watchdog's batch: `--batch` turns whose leases have passed, settled at
+once as the watchdog settles them (an Expire each, `at_once.count_at_once`), against as many of
+the floor's script calls sent at once; CPU microseconds per settlement and the batch's
+milliseconds, each one's best round.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from redis.asyncio import Redis
 
 from turngate.service.api.admission import AdmissionService
 from turngate.service.api.policy import Policy
+from turngate.service.at_once import count_at_once
 from turngate.service.config import Settings
+from turngate.service.core import Admit, Expire, SessionKey
 from turngate.service.store.redis.connection import connect
 from turngate.service.store.redis.keys import Keyspace
 from turngate.service.store.redis.script import CAS, CAS_SHA
@@ -40,6 +47,9 @@ from floor_server import ScriptAdmissions
 from report import fmt_times, progress, run_benchmark, table
 
 Call = Callable[[int, int], Awaitable[Any]]
+BATCH_FLOOR = "floor: as many scripts at once"
+# The lease of the turns the watchdog's batch settles (µs): short, so that it has passed at once.
+LEASE_US = 20_000
 
 
 class _Context:
@@ -66,6 +76,13 @@ async def _round(call: Call, callers: int, calls: int) -> tuple[float, float]:
     await asyncio.gather(*(caller(number) for number in range(callers)))
     total = callers * calls
     return (time.process_time() - cpu) / total * 1e6, total / (time.perf_counter() - wall)
+
+
+async def _batch(batch: Awaitable[object], size: int) -> tuple[float, float]:
+    """CPU µs per step and the batch's ms, of `batch`, `size` steps run at once."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    await batch
+    return (time.process_time() - cpu) / size * 1e6, (time.perf_counter() - wall) * 1e3
 
 
 async def _unlink(client: Redis, prefix: str) -> None:
@@ -111,7 +128,25 @@ async def main(options: argparse.Namespace) -> None:
         keys, args = script.next()
         return await floor.evalsha(CAS_SHA, len(keys), *keys, *args)
 
+    async def due_sessions(size: int) -> list[SessionKey]:
+        """`size` sessions whose turn's lease has passed."""
+        keys = [SessionKey("bench", f"due-{next(run)}") for _ in range(size)]
+        await asyncio.gather(*(store.apply(key, Admit("turn-1", "bench-runner", LEASE_US)) for key in keys))
+        await asyncio.sleep(2 * LEASE_US / 1e6)
+        return keys
+
+    async def settle(key: SessionKey) -> bool:
+        return (await store.apply(key, Expire())).changed
+
+    async def settle_batch(size: int) -> tuple[float, float]:
+        keys = await due_sessions(size)
+        return await _batch(count_at_once(keys, settle), size)
+
+    async def floor_batch(size: int) -> tuple[float, float]:
+        return await _batch(asyncio.gather(*(floor_script(0, index) for index in range(size))), size)
+
     best: dict[str, tuple[float, float]] = {}
+    batches: dict[str, tuple[float, float]] = {}
     try:
         await _round(admit, 4, 50)  # connections made, the clock calibrated, the code warm
         await _round(floor_script, 4, 50)
@@ -121,6 +156,13 @@ async def main(options: argparse.Namespace) -> None:
                 cpu, rate = await _round(call, options.callers, options.calls)
                 was = best.get(name, (float("inf"), 0.0))
                 best[name] = (min(was[0], cpu), max(was[1], rate))
+            for name, batch in (
+                ("floor: as many scripts at once", floor_batch),
+                ("settlements", settle_batch),
+            ):
+                cpu, ms = await batch(options.batch)
+                was = batches.get(name, (float("inf"), float("inf")))
+                batches[name] = (min(was[0], cpu), min(was[1], ms))
     finally:
         await _unlink(floor, prefix)
         await floor.aclose()
@@ -132,6 +174,13 @@ async def main(options: argparse.Namespace) -> None:
     ]
     headers = [f"{options.callers} callers, in process", "CPU µs/call", "of floor", "calls/s", "of floor"]
     print(table(f"Best of {options.rounds} rounds", headers, rows))
+    floor_cpu, floor_ms = batches[BATCH_FLOOR]
+    rows = [
+        [name, f"{cpu:,.0f}", fmt_times(cpu / floor_cpu), f"{ms:,.1f}", fmt_times(ms / floor_ms)]
+        for name, (cpu, ms) in batches.items()
+    ]
+    headers = [f"a batch of {options.batch}, in process", "CPU µs each", "of floor", "batch ms", "of floor"]
+    print(table(f"The watchdog's batch, best of {options.rounds} rounds", headers, rows))
 
 
 def parse_options() -> argparse.Namespace:
@@ -142,6 +191,7 @@ def parse_options() -> argparse.Namespace:
     parser.add_argument("--callers", type=int, default=64, help="concurrent callers")
     parser.add_argument("--calls", type=int, default=150, help="calls per caller per round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of both (each figure's best is kept)")
+    parser.add_argument("--batch", type=int, default=100, help="turns settled at once (the watchdog's batch)")
     return parser.parse_args()
 
 

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 import pytest
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection, ConnectionPool
 
 from tests.support.shared_redis import REDIS_SERVER, REDIS_TIMEOUT_S, unique_prefix
 from turngate.service.ports.store import StoreUnavailable, WriteOutcomeUnknown
-from turngate.service.store.redis.connection import failure
-from turngate.service.store.redis.pipeline import FLUSH_AFTER_S, Pipe
+from turngate.service.store.redis.connection import close_client, connect, failure
+from turngate.service.store.redis.held import ConnectionLender
+from turngate.service.store.redis.pipeline import FLUSH_AFTER_S, Pipe, Pipes
 from turngate.service.store.redis.resp import packed
 
 pytestmark = pytest.mark.redis
@@ -139,6 +141,18 @@ async def test_a_connection_lost_under_waiting_calls_fails_each_as_what_it_may_h
         await piped.pipe.exchange(echo("late"), 1)
 
 
+async def test_a_pipe_whose_connection_closed_while_idle_is_not_used_again(piped: Piped) -> None:
+    """A cluster client disconnects its nodes' connections when it reads the topology again, the
+    pipe's among them: found before anything is sent, it is released and opened anew, so the next
+    write is not of unknown outcome."""
+    assert await piped.pipe.exchange(echo("before"), 1) == [b"before"]
+
+    await piped.connection.disconnect()
+
+    assert not piped.pipe.usable()
+    assert piped.released == 1
+
+
 async def test_calls_whose_commands_were_never_written_fail_as_unavailable(piped: Piped) -> None:
     """Closed before the tick's write: what never left applied nothing (StoreUnavailable), never
     a write of unknown outcome; the first call, written at once, may have run."""
@@ -162,3 +176,44 @@ async def blocked_in_blpop(client: Redis, name: str) -> int:
                 return int(listed["id"])
         await asyncio.sleep(0.01)
     raise AssertionError(f"{name} never blocked in BLPOP")
+
+
+@pytest.fixture
+async def pipes() -> AsyncIterator[tuple[Pipes, ConnectionLender]]:
+    client = connect(REDIS_SERVER, REDIS_TIMEOUT_S)
+    assert not isinstance(client, RedisCluster)
+    lender = ConnectionLender(client.connection_pool, 4, REDIS_TIMEOUT_S)
+    try:
+        yield Pipes(client, lender), lender
+    finally:
+        await lender.close()
+        await close_client(client)
+
+
+async def test_callers_that_find_no_pipe_open_one_between_them(pipes: tuple[Pipes, ConnectionLender]) -> None:
+    """Many calls at once on a store that has no pipe yet: one is opened, on one connection."""
+    opened, lender = pipes
+
+    found = await asyncio.gather(*(opened.to(f"key-{i}") for i in range(20)))
+
+    assert len({id(pipe) for pipe in found}) == 1
+    assert len(lender._made) == 1
+    await opened.close()
+
+
+async def test_a_pipe_that_connects_while_the_store_closes_is_closed_too(
+    pipes: tuple[Pipes, ConnectionLender],
+) -> None:
+    """Closed while connecting: the caller is told the store is unavailable, and the connection
+    goes back to the lender instead of outliving the store."""
+    opened, lender = pipes
+    opening = asyncio.ensure_future(opened.to("key"))
+    await asyncio.sleep(0)  # it has asked for its connection
+
+    await opened.close()
+
+    with pytest.raises(StoreUnavailable):
+        await opening
+    await opened.close()
+    assert len(lender._made) == 1
+    assert lender._idle == lender._made, "given back"

@@ -1,12 +1,13 @@
-"""The compare-and-set writes of concurrent calls to one Redis node, sent together on one
-connection (auto-pipelining; docs/decisions.md, "Concurrent writes share a connection").
+"""The compare-and-set writes of concurrent calls to one Redis master, sent together on one
+connection (auto-pipelining; docs/decisions.md, Redis mode, "Concurrent writes share a
+connection").
 
-A call sends its command through its node's pipe and is answered once its replies are read: the
-commands sent in one loop tick leave in one write, at the end of the tick or as soon as the first
-of them has waited FLUSH_AFTER_S (a decision's whole trip to Redis is bounded by the clock:
-docs/decisions.md, "Redis's clock"), and the pipe's reader reads the replies in order. A call
-takes no connection of its own, and a burst of calls costs one write and one read a tick, not one
-of each per call.
+A call sends its command through its master's pipe and is answered once its replies are read. A
+command with nothing in flight leaves at once; those sent behind it in one turn of the event loop
+leave in one write at its end, or as soon as the first of them has waited FLUSH_AFTER_S (a
+decision's whole trip to Redis is bounded by the clock: docs/decisions.md, "Redis's clock"). The
+pipe's reader reads the replies in order. A call takes no connection of its own, and a burst of
+calls costs one write and one read a turn of the loop, not one of each per call.
 """
 
 from __future__ import annotations
@@ -59,11 +60,14 @@ class Pipe:
         self._reader = self._loop.create_task(self._read())
 
     def usable(self) -> bool:
-        """Whether a command sent now can reach Redis: not once Redis closed the connection while
-        nothing was waiting on it (an idle timeout, CLIENT KILL, a restart), which breaks the pipe
-        before anything is sent on it."""
-        if not self.broken and not self._waiting and closed_by_redis(self._connection):
-            self._break(redis_errors.ConnectionError("Redis closed the connection"))
+        """Whether a command sent now can reach Redis: not once its connection closed while
+        nothing was waiting on it, by Redis (an idle timeout, CLIENT KILL, a restart) or by
+        redis-py (a cluster client disconnects its nodes' connections when it reads the topology
+        again), which breaks the pipe before anything is sent on it."""
+        connection = self._connection
+        idle = not self.broken and not self._waiting
+        if idle and (not connection.is_connected or closed_by_redis(connection)):
+            self._break(redis_errors.ConnectionError("the connection to Redis closed"))
         return not self.broken
 
     async def exchange(self, data: bytes, replies: int) -> list[Any]:
@@ -151,6 +155,7 @@ class Pipes:
         self._opening: dict[str | None, asyncio.Future[Pipe]] = {}
         # Connections of broken pipes being disconnected, referenced until they are.
         self._releasing: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     def exchange(self, key: str) -> AbstractAsyncContextManager[Exchange]:
         """`async with pipes.exchange(key) as exchange`: the exchange of the pipe to the master
@@ -173,10 +178,17 @@ class Pipes:
             return await asyncio.shield(opening)
         opening = self._opening[name] = asyncio.get_running_loop().create_future()
         try:
-            pipe = self._pipes[name] = await self._open(node)
-        except BaseException as error:
+            pipe = await self._open(node)
+            if self._closed:  # closed while it connected: it must not outlive the store
+                pipe.close()
+                raise StoreUnavailable("the store closed")
+            self._pipes[name] = pipe
+        except Exception as error:
             opening.set_exception(error)
             opening.exception()  # those who joined are told by their own await
+            raise
+        except BaseException:
+            opening.cancel()
             raise
         finally:
             del self._opening[name]
@@ -208,6 +220,7 @@ class Pipes:
 
     async def close(self) -> None:
         """Every pipe closed (the calls still waiting on them fail) and its connection released."""
+        self._closed = True
         for pipe in self._pipes.values():
             pipe.close()
         self._pipes.clear()
