@@ -59,7 +59,6 @@ from rpcs import Caller, Stubs, admit, admit_lease, complete, floor_calls, sessi
 from servers import (
     HERE,
     SERVE_FLAGS,
-    TURNGATE,
     Endpoint,
     Run,
     code_env,
@@ -69,6 +68,7 @@ from servers import (
     launch,
     start_floor,
     start_replicas,
+    turngate_command,
     turngate_serving,
 )
 from sqlite_floor import SQLITE_WRITE
@@ -159,7 +159,7 @@ async def embedded_servers(stack: AsyncExitStack, folder: Path, before: Path | N
     def turngate(name: str, code: Path | None) -> Awaitable[Endpoint]:
         def argv(port: int) -> list[str]:
             store = ["--store", f"sqlite+aiosqlite:///{folder / name}.db"]
-            return [TURNGATE, "serve", "--listen", f"127.0.0.1:{port}", *store, *SERVE_FLAGS]
+            return [*turngate_command(code), "serve", "--listen", f"127.0.0.1:{port}", *store, *SERVE_FLAGS]
 
         env = code_env(clean_env(), code)
         return launch(stack, name, argv, turngate_serving, env, folder / f"{name}.log")

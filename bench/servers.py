@@ -87,6 +87,13 @@ def code_env(env: Mapping[str, str], checkout: Path | None) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
+def turngate_command(checkout: Path | None) -> list[str]:
+    """How to run `turngate` of this code (the venv's console script) or of `checkout`'s (code_env):
+    as a module, since the console script imports the entry module it was installed with, which
+    an older checkout may not have."""
+    return [TURNGATE] if checkout is None else [sys.executable, "-m", "turngate.service.cli"]
+
+
 def export_revision(revision: str, into: Path) -> str:
     """`revision`'s service/ and clients/ (`git archive` of this repository) extracted into `into`,
     a checkout for code_env that leaves the repository's work trees alone; the commit's short
@@ -171,7 +178,7 @@ async def launch(
 
 async def _migrate_ledger(run: Run) -> None:
     """Migrated once up front, so the replicas' start-up migrations are no-ops."""
-    argv = [TURNGATE, "migrate", "--store", run.redis, "--ledger", run.ledger]
+    argv = [*turngate_command(run.code), "migrate", "--store", run.redis, "--ledger", run.ledger]
     with (run.logs / "migrate.log").open("wb") as log:
         process = await asyncio.create_subprocess_exec(*argv, env=run.env(), stdout=log, stderr=log)
         if await process.wait() != 0:
@@ -194,15 +201,16 @@ async def start_replicas(
     """turngate replicas, one per name, on the run's Redis and ledger (migrated first); with
     `separate_projector`, the replicas leave the ledger to one `turngate project` process."""
     store = ["--store", run.redis, "--ledger", run.ledger]
+    command = turngate_command(run.code)
 
     def turngate(port: int) -> list[str]:
         projection = ["--no-projector"] if separate_projector else []
-        return [TURNGATE, "serve", "--listen", f"127.0.0.1:{port}", *store, *SERVE_FLAGS, *projection]
+        return [*command, "serve", "--listen", f"127.0.0.1:{port}", *store, *SERVE_FLAGS, *projection]
 
     await _migrate_ledger(run)
     if separate_projector:
         projector = await ServerProcess.start(
-            "projector", [TURNGATE, "project", *store], run.env(), run.logs / "projector.log"
+            "projector", [*command, "project", *store], run.env(), run.logs / "projector.log"
         )
         stack.push_async_callback(projector.stop)
     return await asyncio.gather(

@@ -156,10 +156,7 @@ async def main(options: argparse.Namespace) -> None:
                 cpu, rate = await _round(call, options.callers, options.calls)
                 was = best.get(name, (float("inf"), 0.0))
                 best[name] = (min(was[0], cpu), max(was[1], rate))
-            for name, batch in (
-                ("floor: as many scripts at once", floor_batch),
-                ("settlements", settle_batch),
-            ):
+            for name, batch in ((BATCH_FLOOR, floor_batch), ("settlements", settle_batch)):
                 cpu, ms = await batch(options.batch)
                 was = batches.get(name, (float("inf"), float("inf")))
                 batches[name] = (min(was[0], cpu), min(was[1], ms))
