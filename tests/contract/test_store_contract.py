@@ -44,7 +44,7 @@ from turngate.service.core import (
 )
 from turngate.service.core.model import Session
 from turngate.service.ports.store import Store, StoreContention, StoreUnavailable
-from turngate.service.sql.engine import make_engine
+from turngate.service.sql.engine import make_engine, sqlite_file_connector
 from turngate.service.sql.migrate import migrate
 from turngate.service.store.redis import store as redis_store
 from turngate.service.store.redis.keys import Keyspace
@@ -437,6 +437,26 @@ async def test_sqlite_runs_in_wal_mode_with_the_requested_synchronous(
     async with engine.connect() as conn:
         assert await conn.scalar(text("PRAGMA journal_mode")) == "wal"
         assert await conn.scalar(text("PRAGMA synchronous")) == level
+    await engine.dispose()
+
+
+async def test_sqlite_connections_and_the_writers_keep_temporary_storage_in_memory(
+    sqlite_template: Path, tmp_path: Path
+) -> None:
+    """The statement journals of the writer's savepoints stay in memory (PRAGMA temp_store=2), on
+    the engine's connections and on the writer thread's own."""
+    path = tmp_path / "turngate.db"
+    shutil.copyfile(sqlite_template, path)
+    engine = make_engine(f"sqlite+aiosqlite:///{path}")
+    async with engine.connect() as conn:
+        assert await conn.scalar(text("PRAGMA temp_store")) == 2
+    connect = sqlite_file_connector(engine)
+    assert connect is not None
+    writers = connect()
+    try:
+        assert writers.execute("PRAGMA temp_store").fetchone() == (2,)
+    finally:
+        writers.close()
     await engine.dispose()
 
 
