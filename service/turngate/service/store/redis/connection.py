@@ -187,6 +187,15 @@ def _code(error: redis_errors.ResponseError) -> str:
     return str(error).split(" ", 1)[0]
 
 
+def writer_of(connection: AbstractConnection) -> asyncio.StreamWriter:
+    """The socket writer of `connection`, to write on without redis-py's send (`send_at_once`); a
+    ConnectionError, with nothing sent, once the connection has closed."""
+    writer = connection._writer  # redis-py has no public way to write without its send's task
+    if writer is None or writer.transport.is_closing():
+        raise redis_errors.ConnectionError("the connection closed before the command was sent")
+    return writer
+
+
 async def send_at_once(connection: AbstractConnection, data: bytes) -> None:
     """Writes `data` on the connected `connection` before yielding to the loop, then, if the socket
     did not take it all at once, waits (for the connection's timeout at most) until it did.
@@ -195,9 +204,7 @@ async def send_at_once(connection: AbstractConnection, data: bytes) -> None:
     the loop, and in a burst of 200 calls a decision reached Redis 4 to 7 ms after it was taken,
     past the clock's bound (docs/decisions.md, Redis's clock). Failures are redis-py's or the
     socket's (`failure`)."""
-    writer = connection._writer  # redis-py has no public way to write without that task
-    if writer is None or writer.transport.is_closing():
-        raise redis_errors.ConnectionError("the connection closed before the command was sent")
+    writer = writer_of(connection)
     writer.write(data)
     if writer.transport.get_write_buffer_size():
         async with asyncio.timeout(connection.socket_timeout):

@@ -2,10 +2,10 @@
 lender, or taken from a cluster node, connected; held for one call each (`HeldConnection`, when
 writes wait for replicas) or for a node's pipe's life (pipeline.py).
 
-Both classes are entered on every write, so both are plain classes: redis-py's blocking pool spends a
-condition, two timers, a lock and its observability hooks on every checkout, and a generator-based
-context manager costs the event loop a first-iteration hook and a weak reference (docs/
-performance.md, "What changed").
+Both classes are entered on every write that waits for replicas, so both are plain classes:
+redis-py's blocking pool spends a condition, two timers, a lock and its observability hooks on
+every checkout, and a generator-based context manager costs the event loop a first-iteration hook
+and a weak reference (docs/performance.md, "What changed").
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection
 
 from turngate.service.ports.store import StoreUnavailable
-from turngate.service.store.redis.connection import Client, replies_of
+from turngate.service.store.redis.connection import Client, replies_of, writer_of
 from turngate.service.store.redis.held import ConnectionLender, closed_by_redis, connected_from
 from turngate.service.store.redis.resp import Exchange
 
@@ -92,9 +92,10 @@ class Pipe:
     def _flush(self) -> None:
         if not self._out or self.broken:
             return
-        writer = self._connection._writer  # as send_at_once writes: not behind a task of redis-py's
-        if writer is None or writer.transport.is_closing():
-            self._break(redis_errors.ConnectionError("the connection closed before the commands were sent"))
+        try:
+            writer = writer_of(self._connection)
+        except redis_errors.ConnectionError as closed:
+            self._break(closed)
             return
         writer.write(b"".join(self._out))
         self._out.clear()
